@@ -1,0 +1,18 @@
+//! Kestrel's wire types. Every format another program reads is defined here once:
+//! the session record (ARCHITECTURE §5), the `exec --json` event stream (§3) and,
+//! later, ACP messages and the JSON-RPC connection. No files, no OS.
+
+mod exec_event;
+mod ids;
+mod mode;
+mod record;
+mod time;
+
+pub use exec_event::{EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecUsage};
+pub use ids::{SessionId, ToolCallId};
+pub use mode::Mode;
+pub use record::{
+    ForkedFrom, Notice, NoticeKind, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine,
+    RecordItem, RecordLine, StopReason, Usage,
+};
+pub use time::Timestamp;

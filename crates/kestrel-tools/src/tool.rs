@@ -1,0 +1,159 @@
+//! The tool trait, what a tool gets to run with, what it returns, and the registry.
+
+use futures_util::future::BoxFuture;
+use kestrel_protocol::Mode;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// Everything a tool call may use. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session's working directory; relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// The workspace root the file tools are confined to in `auto`, `ask` and `read-only`.
+    pub workspace: PathBuf,
+    pub mode: Mode,
+    /// Whether commands and web_fetch may use the network (`[sandbox] network`).
+    pub network: bool,
+    /// Cancelled when the user interrupts the turn: tools stop and kill what they started.
+    pub cancel: CancellationToken,
+}
+
+impl ToolContext {
+    /// `path` resolved against the cwd (not canonicalised).
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() { path.to_path_buf() } else { self.cwd.join(path) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStepStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanStep {
+    pub step: String,
+    pub status: PlanStepStatus,
+}
+
+/// A file a tool call created, changed or deleted, with a unified diff where known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileChange {
+    pub path: PathBuf,
+    pub diff: Option<String>,
+}
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub content: String,
+    pub is_error: bool,
+    /// Files the call changed, for UIs and checkpoints.
+    pub changes: Vec<FileChange>,
+    /// The new plan, from `update_plan`.
+    pub plan: Option<Vec<PlanStep>>,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self { content: content.into(), ..Self::default() }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: true, ..Self::default() }
+    }
+}
+
+pub type ToolFuture<'a> = BoxFuture<'a, ToolOutput>;
+
+/// A model-callable tool.
+pub trait Tool: Send + Sync {
+    fn definition(&self) -> ToolDefinition;
+
+    /// True when the tool never changes anything: such calls of one step may run
+    /// concurrently and need no approval.
+    fn is_read_only(&self) -> bool;
+
+    /// Runs the call with already-parsed arguments.
+    fn run<'a>(&'a self, arguments: serde_json::Value, context: &'a ToolContext) -> ToolFuture<'a>;
+}
+
+/// The tools of a session, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; one with the same name is replaced.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        let name = tool.definition().name;
+        self.tools.retain(|existing| existing.definition().name != name);
+        self.tools.push(tool);
+    }
+
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools.iter().map(|tool| tool.definition()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.definition().name == name)
+    }
+
+    /// True for a known read-only tool; unknown names count as not read-only.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|tool| tool.is_read_only())
+    }
+
+    /// Runs a call as the model sent it. Unknown names and arguments that are not a
+    /// JSON object come back as error outputs for the model, not as failures.
+    pub async fn call(&self, name: &str, arguments: &str, context: &ToolContext) -> ToolOutput {
+        let Some(tool) = self.get(name) else {
+            let known: Vec<String> = self.definitions().into_iter().map(|d| d.name).collect();
+            return ToolOutput::error(format!(
+                "unknown tool `{name}`; available tools: {}",
+                known.join(", ")
+            ));
+        };
+        let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value @ serde_json::Value::Object(_)) => tool.run(value, context).await,
+            Ok(_) => ToolOutput::error(format!(
+                "arguments of `{name}` must be a JSON object, got: {}",
+                truncate(arguments, 200)
+            )),
+            Err(error) => ToolOutput::error(format!(
+                "arguments of `{name}` are not valid JSON ({error}): {}",
+                truncate(arguments, 200)
+            )),
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
