@@ -3,6 +3,7 @@
 //! A tool's failure is an output with `is_error`, never an `Err` that ends a turn.
 
 mod tool;
+pub mod workspace;
 
 pub use tool::{
     FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition, ToolFuture,

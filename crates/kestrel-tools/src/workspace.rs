@@ -1,0 +1,130 @@
+//! Workspace confinement for the file tools (ARCHITECTURE §6): outside `yolo`, a path
+//! must resolve — symlinks followed — to a place inside the workspace.
+
+use crate::ToolContext;
+use kestrel_protocol::Mode;
+use std::path::{Component, Path, PathBuf};
+
+/// What a tool means to do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Resolves `path` for a tool call and checks it against the mode. `Err` carries the
+/// reason for the model ("... is outside the workspace ...").
+pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<PathBuf, String> {
+    if path.trim().is_empty() {
+        return Err("the path is empty".to_string());
+    }
+    let lexical = normalize(&context.resolve(path));
+    match context.mode {
+        Mode::Yolo => return Ok(lexical),
+        Mode::ReadOnly if access == Access::Write => {
+            return Err(format!(
+                "cannot write {}: the session is in read-only mode",
+                lexical.display()
+            ));
+        }
+        Mode::ReadOnly | Mode::Ask | Mode::Auto => {}
+    }
+    let workspace = resolve_existing(&normalize(&context.workspace));
+    let real = resolve_existing(&lexical);
+    if real.starts_with(&workspace) {
+        Ok(lexical)
+    } else {
+        let via = if real == lexical {
+            String::new()
+        } else {
+            format!(" (it resolves to {})", real.display())
+        };
+        Err(format!(
+            "{}{via} is outside the workspace {}; in {} mode the file tools only work inside it",
+            lexical.display(),
+            workspace.display(),
+            context.mode
+        ))
+    }
+}
+
+/// Removes `.` and `..` without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
+                out.push(component.as_os_str())
+            }
+        }
+    }
+    out
+}
+
+/// Follows symlinks of the longest existing ancestor and re-appends the rest, so a
+/// path that does not exist yet is judged by where it would be created.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.file_name().map(|name| name.to_os_string()), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_util::sync::CancellationToken;
+
+    fn context(root: &Path, mode: Mode) -> ToolContext {
+        ToolContext {
+            cwd: root.to_path_buf(),
+            workspace: root.to_path_buf(),
+            mode,
+            network: false,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn inside_paths_pass_and_outside_paths_are_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path(), Mode::Auto);
+        assert!(confine(&ctx, "new/file.txt", Access::Write).is_ok());
+        let error = confine(&ctx, "../escape.txt", Access::Write).unwrap_err();
+        assert!(error.contains("outside the workspace"), "{error}");
+        assert!(confine(&context(dir.path(), Mode::Yolo), "../x", Access::Write).is_ok());
+    }
+
+    #[test]
+    fn a_symlink_leaving_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let error = confine(&context(dir.path(), Mode::Auto), "link/f", Access::Write).unwrap_err();
+        assert!(error.contains("resolves to"), "{error}");
+    }
+
+    #[test]
+    fn read_only_mode_refuses_writes_but_not_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path(), Mode::ReadOnly);
+        assert!(confine(&ctx, "a.txt", Access::Read).is_ok());
+        assert!(confine(&ctx, "a.txt", Access::Write).unwrap_err().contains("read-only"));
+    }
+}
