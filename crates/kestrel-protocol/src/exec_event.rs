@@ -93,9 +93,20 @@ pub enum ExecItemKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,
     },
+    /// The agent's plan, whole, each time it changes.
+    Plan {
+        steps: Vec<ExecPlanStep>,
+    },
     Error {
         message: String,
     },
+}
+
+/// One step of a plan; `status` is `pending`, `in_progress` or `completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecPlanStep {
+    pub step: String,
+    pub status: String,
 }
 
 #[cfg(test)]

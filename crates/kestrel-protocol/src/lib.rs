@@ -8,7 +8,9 @@ mod mode;
 mod record;
 mod time;
 
-pub use exec_event::{EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecUsage};
+pub use exec_event::{
+    EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecPlanStep, ExecUsage,
+};
 pub use ids::{SessionId, ToolCallId};
 pub use mode::Mode;
 pub use record::{
