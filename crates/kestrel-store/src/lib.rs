@@ -1,2 +1,20 @@
 //! Everything under `$KESTREL_HOME`: paths, config loading, session records
 //! (locked append, streaming replay, fork) and the session index.
+
+mod config;
+mod error;
+mod index;
+mod paths;
+mod record;
+mod replay;
+
+pub use config::{
+    AgentSettings, Config, ConfigError, DEFAULT_CATALOG_URL, DEFAULT_IDLE_WORKER_MINUTES,
+    McpServerSettings, McpTransport, ProviderSettings, ReasoningEffort, SandboxSettings,
+    WireApiSetting, split_model_ref,
+};
+pub use error::StoreError;
+pub use index::{SessionIndex, SessionSummary};
+pub use paths::{KestrelHome, ensure_dir};
+pub use record::{SessionRecord, fork};
+pub use replay::{Replay, read_record};

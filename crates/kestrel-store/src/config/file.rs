@@ -1,0 +1,94 @@
+//! The on-disk shape of `config.toml` (ARCHITECTURE §7). Every table denies unknown
+//! keys, so a typo is an error with a position instead of a silently ignored setting.
+//! Everything is optional here: a file may set only what it changes, and the layers
+//! (built-ins, user, project) are merged before the result is resolved.
+
+use super::{ReasoningEffort, WireApiSetting};
+use kestrel_protocol::Mode;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// One config file, or the merge of several.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConfigFile {
+    pub model: Option<String>,
+    pub mode: Option<Mode>,
+    pub catalog_url: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub max_turns: Option<u32>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderTable>,
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerTable>,
+    #[serde(default)]
+    pub sandbox: SandboxTable,
+    #[serde(default)]
+    pub agent: AgentTable,
+}
+
+/// `[providers.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProviderTable {
+    pub base_url: Option<String>,
+    pub wire_api: Option<WireApiSetting>,
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// `[mcp_servers.NAME]`: either a local server (`command`) or a remote one (`url`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct McpServerTable {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub tool_timeout_sec: Option<u64>,
+    pub enabled: Option<bool>,
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SandboxTable {
+    pub network: Option<bool>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AgentTable {
+    pub max_parallel_tools: Option<u32>,
+    pub idle_worker_minutes: Option<u64>,
+}
+
+/// The built-in providers, as a bottom layer that user and project files merge over
+/// key by key (so `[providers.openai] base_url = ...` changes only the URL).
+pub(super) const BUILT_IN: &str = r#"
+[providers.openai]
+base_url = "https://api.openai.com/v1"
+wire_api = "responses"
+api_key_env = "OPENAI_API_KEY"
+
+[providers.anthropic]
+base_url = "https://api.anthropic.com/v1"
+wire_api = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.openrouter]
+base_url = "https://openrouter.ai/api/v1"
+wire_api = "chat"
+api_key_env = "OPENROUTER_API_KEY"
+
+[providers.ollama]
+base_url = "http://127.0.0.1:11434/v1"
+wire_api = "chat"
+"#;

@@ -1,0 +1,390 @@
+//! The session index, `sessions/index.jsonl`: one small JSON line per event (a session
+//! created, its first prompt), appended with single O_APPEND writes so concurrent
+//! workers never interleave. Listing merges the lines by id and never opens a record;
+//! the index is a cache of the records' first lines and can always be rebuilt from them.
+
+use crate::StoreError;
+use crate::paths::{self, KestrelHome};
+use crate::replay::{self, RawLine, RecordLines};
+use kestrel_protocol::{RecordEntry, RecordHeader, SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+/// First prompts are cut to this many characters in the index: it is a label.
+const FIRST_PROMPT_CHARS: usize = 200;
+
+/// At most this many candidates are named in an ambiguous-prefix error.
+const MAX_CANDIDATES: usize = 10;
+
+/// What a listing shows about one session (also `kestrel sessions --json`'s lines).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub id: SessionId,
+    pub created_at: Timestamp,
+    pub cwd: String,
+    pub model: String,
+    pub provider: String,
+    /// The session that spawned this one (subagents).
+    pub parent_id: Option<SessionId>,
+    /// The first user message, cut to a label's length; `None` before the first prompt.
+    pub first_prompt: Option<String>,
+    /// The record file (absolute; the index itself stores it relative to the home).
+    pub path: PathBuf,
+}
+
+/// Queries over the session index of one home.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionIndex;
+
+impl SessionIndex {
+    /// All sessions, newest first, from the index alone (records are not opened, so a
+    /// listed record may since have been deleted). A missing or unreadable index is
+    /// rebuilt from the records first.
+    ///
+    /// Fails only when the index has to be rebuilt and that fails.
+    pub fn list(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+        match read_index(home) {
+            Ok(summaries) => Ok(summaries),
+            Err(_) => Self::rebuild(home),
+        }
+    }
+
+    /// Rewrites the index from the records' headers and first user messages (replacing
+    /// it atomically) and returns the sessions, newest first. Unreadable records are
+    /// left out.
+    ///
+    /// Fails when the sessions directory cannot be scanned or the index written.
+    pub fn rebuild(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+        let summaries = scan_records(home)?;
+        let sessions_dir = home.sessions_dir();
+        if summaries.is_empty() && !sessions_dir.exists() {
+            return Ok(summaries);
+        }
+        paths::ensure_dir(&sessions_dir)?;
+        let mut text = Vec::new();
+        for summary in summaries.iter().rev() {
+            text.extend(encode_line(&IndexLine::from_summary(home, summary))?);
+        }
+        let index_path = home.index_file();
+        let temporary = sessions_dir.join(format!(".index.jsonl.{}.tmp", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut options = paths::private_file_options();
+            let mut file = options.write(true).create(true).truncate(true).open(&temporary)?;
+            file.write_all(&text)?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, &index_path)
+        };
+        write()
+            .map_err(|source| StoreError::io("rebuild the session index", &index_path, source))?;
+        Ok(summaries)
+    }
+
+    /// The session whose id is `query` or, failing that, the only one whose id starts
+    /// with it. Sessions missing from the index are found by scanning the records.
+    ///
+    /// Fails with [`StoreError::SessionNotFound`] (naming the query) or
+    /// [`StoreError::AmbiguousSession`] (listing the candidates).
+    pub fn find(home: &KestrelHome, query: &str) -> Result<SessionSummary, StoreError> {
+        let not_found = || StoreError::SessionNotFound { query: query.to_owned() };
+        if query.is_empty() {
+            return Err(not_found());
+        }
+        match pick(Self::list(home)?, query)? {
+            Some(summary) => Ok(summary),
+            None => pick(scan_records(home)?, query)?.ok_or_else(not_found),
+        }
+    }
+
+    /// The newest top-level session (subagent sessions are left out), in `cwd` when
+    /// given: what `--last` resumes. `None` when there is none.
+    ///
+    /// Fails only as [`SessionIndex::list`] does.
+    pub fn latest(
+        home: &KestrelHome,
+        cwd: Option<&Path>,
+    ) -> Result<Option<SessionSummary>, StoreError> {
+        let summaries = Self::list(home)?;
+        Ok(summaries.into_iter().find(|summary| {
+            summary.parent_id.is_none() && cwd.is_none_or(|cwd| Path::new(&summary.cwd) == cwd)
+        }))
+    }
+}
+
+/// Notes a newly created session in the index.
+pub(crate) fn record_created(
+    home: &KestrelHome,
+    header: &RecordHeader,
+    path: &Path,
+) -> Result<(), StoreError> {
+    append_line(
+        home,
+        &IndexLine {
+            id: header.id.clone(),
+            created_at: Some(header.created_at),
+            cwd: Some(header.cwd.clone()),
+            model: Some(header.model.clone()),
+            provider: Some(header.provider.clone()),
+            parent_id: header.parent_id.clone(),
+            path: Some(home.relative(path).to_string_lossy().into_owned()),
+            first_prompt: None,
+        },
+    )
+}
+
+/// Notes a session's first prompt (its label) in the index.
+pub(crate) fn record_first_prompt(
+    home: &KestrelHome,
+    id: &SessionId,
+    text: &str,
+) -> Result<(), StoreError> {
+    let mut line = IndexLine::bare(id.clone());
+    line.first_prompt = Some(label(text));
+    append_line(home, &line)
+}
+
+/// Every record file under `sessions/YYYY/MM/DD/`.
+pub(crate) fn record_files(home: &KestrelHome) -> Result<Vec<PathBuf>, StoreError> {
+    let mut files = Vec::new();
+    collect_records(&home.sessions_dir(), 0, &mut files)?;
+    Ok(files)
+}
+
+/// One index line; every field but the id is optional so events can carry only what
+/// they are about. Unknown fields (a later `usage`) are ignored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct IndexLine {
+    id: SessionId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_id: Option<SessionId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    first_prompt: Option<String>,
+}
+
+impl IndexLine {
+    fn bare(id: SessionId) -> Self {
+        Self {
+            id,
+            created_at: None,
+            cwd: None,
+            model: None,
+            provider: None,
+            parent_id: None,
+            path: None,
+            first_prompt: None,
+        }
+    }
+
+    fn from_summary(home: &KestrelHome, summary: &SessionSummary) -> Self {
+        Self {
+            id: summary.id.clone(),
+            created_at: Some(summary.created_at),
+            cwd: Some(summary.cwd.clone()),
+            model: Some(summary.model.clone()),
+            provider: Some(summary.provider.clone()),
+            parent_id: summary.parent_id.clone(),
+            path: Some(home.relative(&summary.path).to_string_lossy().into_owned()),
+            first_prompt: summary.first_prompt.clone(),
+        }
+    }
+
+    /// Later lines fill in or replace what earlier ones said.
+    fn merge(&mut self, later: IndexLine) {
+        let IndexLine { id: _, created_at, cwd, model, provider, parent_id, path, first_prompt } =
+            later;
+        self.created_at = created_at.or(self.created_at);
+        self.cwd = cwd.or(self.cwd.take());
+        self.model = model.or(self.model.take());
+        self.provider = provider.or(self.provider.take());
+        self.parent_id = parent_id.or(self.parent_id.take());
+        self.path = path.or(self.path.take());
+        self.first_prompt = first_prompt.or(self.first_prompt.take());
+    }
+
+    /// A summary once the creation line has been seen; `None` for orphaned events.
+    fn into_summary(self, home: &KestrelHome) -> Option<SessionSummary> {
+        Some(SessionSummary {
+            id: self.id,
+            created_at: self.created_at?,
+            cwd: self.cwd?,
+            model: self.model?,
+            provider: self.provider?,
+            parent_id: self.parent_id,
+            first_prompt: self.first_prompt,
+            path: home.root().join(self.path?),
+        })
+    }
+}
+
+fn encode_line(line: &IndexLine) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = serde_json::to_vec(line)
+        .map_err(|source| StoreError::Encode { id: line.id.to_string(), source })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// One `write_all` of one line to the O_APPEND index.
+fn append_line(home: &KestrelHome, line: &IndexLine) -> Result<(), StoreError> {
+    let bytes = encode_line(line)?;
+    let sessions_dir = home.sessions_dir();
+    paths::ensure_dir(&sessions_dir)?;
+    let index_path = home.index_file();
+    let mut file = paths::open_shared_append(&index_path)?;
+    file.write_all(&bytes)
+        .and_then(|()| file.flush())
+        .map_err(|source| StoreError::io("append to the session index", &index_path, source))
+}
+
+/// Reads and merges the index; any I/O error (a missing file included) is returned so
+/// the caller can rebuild. Lines that do not parse (a torn last line) are skipped.
+fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
+    let mut reader = BufReader::new(File::open(home.index_file())?);
+    let mut merged: HashMap<SessionId, IndexLine> = HashMap::new();
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        if reader.read_until(b'\n', &mut buffer)? == 0 {
+            break;
+        }
+        let Ok(line) = serde_json::from_slice::<IndexLine>(&buffer) else { continue };
+        match merged.get_mut(&line.id) {
+            Some(existing) => existing.merge(line),
+            None => {
+                merged.insert(line.id.clone(), line);
+            }
+        }
+    }
+    let mut summaries: Vec<_> =
+        merged.into_values().filter_map(|line| line.into_summary(home)).collect();
+    sort_newest_first(&mut summaries);
+    Ok(summaries)
+}
+
+/// Summaries of every readable record, from their headers and first user messages.
+fn scan_records(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+    let mut summaries: Vec<_> =
+        record_files(home)?.iter().filter_map(|path| summarize_record(path).ok()).collect();
+    sort_newest_first(&mut summaries);
+    Ok(summaries)
+}
+
+fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
+    let file =
+        File::open(path).map_err(|source| StoreError::io("open the record", path, source))?;
+    let mut lines = RecordLines::new(BufReader::new(file), path);
+    let header = lines.header()?;
+    let mut first_prompt = None;
+    while let Some(RawLine::Item(bytes)) = lines.next_line()? {
+        if let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes)
+            && let Some(text) = replay::user_message_text(&entry.item)
+        {
+            first_prompt = Some(label(text));
+            break;
+        }
+    }
+    Ok(SessionSummary {
+        id: header.id,
+        created_at: header.created_at,
+        cwd: header.cwd,
+        model: header.model,
+        provider: header.provider,
+        parent_id: header.parent_id,
+        first_prompt,
+        path: path.to_path_buf(),
+    })
+}
+
+/// Walks `sessions/` three directory levels down (`YYYY/MM/DD`) for `*.jsonl` files.
+fn collect_records(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) -> Result<(), StoreError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(StoreError::io("list", dir, source)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::io("list", dir, source))?;
+        let path = entry.path();
+        if depth < 3 {
+            if path.is_dir() {
+                collect_records(&path, depth + 1, files)?;
+            }
+        } else if path.extension().is_some_and(|extension| extension == "jsonl") && path.is_file() {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn pick(summaries: Vec<SessionSummary>, query: &str) -> Result<Option<SessionSummary>, StoreError> {
+    let mut matching: Vec<_> =
+        summaries.into_iter().filter(|summary| summary.id.as_str().starts_with(query)).collect();
+    if let Some(exact) = matching.iter().position(|summary| summary.id.as_str() == query) {
+        return Ok(Some(matching.swap_remove(exact)));
+    }
+    if matching.len() > 1 {
+        let mut candidates: Vec<String> =
+            matching.iter().take(MAX_CANDIDATES).map(|summary| summary.id.to_string()).collect();
+        if matching.len() > MAX_CANDIDATES {
+            candidates.push(format!("and {} more", matching.len() - MAX_CANDIDATES));
+        }
+        return Err(StoreError::AmbiguousSession { query: query.to_owned(), candidates });
+    }
+    Ok(matching.pop())
+}
+
+fn sort_newest_first(summaries: &mut [SessionSummary]) {
+    summaries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+}
+
+/// A prompt trimmed and cut to a label's length.
+fn label(text: &str) -> String {
+    let trimmed = text.trim();
+    match trimmed.char_indices().nth(FIRST_PROMPT_CHARS) {
+        Some((cut, _)) => format!("{}…", &trimmed[..cut]),
+        None => trimmed.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_trimmed_and_cut_on_a_char_boundary() {
+        assert_eq!(label("  hi \n"), "hi");
+        let long = "é".repeat(FIRST_PROMPT_CHARS + 5);
+        let cut = label(&long);
+        assert_eq!(cut.chars().count(), FIRST_PROMPT_CHARS + 1);
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn later_lines_fill_in_earlier_ones() {
+        let mut line = IndexLine::bare(SessionId::from_string("a"));
+        line.cwd = Some("/w".into());
+        let mut later = IndexLine::bare(SessionId::from_string("a"));
+        later.first_prompt = Some("hello".into());
+        line.merge(later);
+        assert_eq!(line.cwd.as_deref(), Some("/w"));
+        assert_eq!(line.first_prompt.as_deref(), Some("hello"));
+    }
+
+    #[test]
+    fn orphan_events_without_a_creation_line_are_not_listed() {
+        let mut line = IndexLine::bare(SessionId::from_string("a"));
+        line.first_prompt = Some("hello".into());
+        assert!(line.into_summary(&KestrelHome::at("/k")).is_none());
+    }
+}

@@ -1,0 +1,307 @@
+//! Writing a session record (ARCHITECTURE §5): `sessions/YYYY/MM/DD/<id>.jsonl`, append
+//! only, one JSON object per line. The writer holds an exclusive lock on the file for its
+//! whole life, so two writers are impossible; each item is one `write` of a whole line
+//! to an O_APPEND file, so a crash leaves at most a torn last line, which readers skip
+//! and the next writer truncates away.
+
+use crate::StoreError;
+use crate::index::{self, SessionIndex};
+use crate::paths::{self, KestrelHome};
+use crate::replay::{self, RawLine, RecordLines, Replay};
+use kestrel_protocol::{
+    ForkedFrom, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, SessionId, Timestamp,
+};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{BufReader, ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+/// The open, locked writer of one session's record. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct SessionRecord {
+    file: File,
+    path: PathBuf,
+    id: SessionId,
+    header: RecordHeader,
+    home: KestrelHome,
+    items_written: u64,
+    first_prompt_indexed: bool,
+}
+
+impl SessionRecord {
+    /// Creates the record of a new session: directories 0700, the file 0600 (created
+    /// with that mode), locked, with `header` as its first line, and adds the session to
+    /// the index.
+    ///
+    /// Fails when the id is not a valid file name, a record with this id exists, the
+    /// file cannot be created or locked, or the index cannot be written (the record is
+    /// then removed again, so no unlisted session is left behind).
+    pub fn create(home: &KestrelHome, header: RecordHeader) -> Result<Self, StoreError> {
+        validate_id(&header.id)?;
+        let path = record_path(home, &header);
+        if let Some(parent) = path.parent() {
+            paths::ensure_dir(parent)?;
+        }
+        let file = match paths::private_file_options().append(true).create_new(true).open(&path) {
+            Ok(file) => file,
+            Err(source) if source.kind() == ErrorKind::AlreadyExists => {
+                return Err(StoreError::SessionExists { id: header.id.to_string(), path });
+            }
+            Err(source) => return Err(StoreError::io("create the record", path, source)),
+        };
+        lock(&file, &header.id, &path)?;
+        let mut record = Self {
+            file,
+            path,
+            id: header.id.clone(),
+            header,
+            home: home.clone(),
+            items_written: 0,
+            first_prompt_indexed: false,
+        };
+        let header_line = RecordHeaderLine { header: record.header.clone() };
+        let written = record.encode(&header_line).and_then(|line| record.write_line(&line));
+        let indexed =
+            written.and_then(|()| index::record_created(home, &record.header, &record.path));
+        if let Err(error) = indexed {
+            // Best effort: the error that matters is the one returned.
+            let _ = std::fs::remove_file(&record.path);
+            return Err(error);
+        }
+        Ok(record)
+    }
+
+    /// Opens an existing session's record to continue it (resume, or a worker restarted
+    /// after a crash): takes the lock, reads the record, and cuts away a torn last line
+    /// so the next item starts on a line of its own.
+    ///
+    /// Fails with [`StoreError::Locked`] when another writer holds it,
+    /// [`StoreError::SessionNotFound`] when no record has this id, and
+    /// [`StoreError::InvalidHeader`] when the file is not a record of this session.
+    pub fn open(home: &KestrelHome, id: &SessionId) -> Result<(Self, Replay), StoreError> {
+        validate_id(id)?;
+        let path = locate(home, id)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| StoreError::io("open the record", &path, source))?;
+        lock(&file, id, &path)?;
+        let (replay, complete_len) =
+            replay::read_from(BufReader::with_capacity(64 * 1024, &file), &path)?;
+        if replay.header.id != *id {
+            return Err(StoreError::InvalidHeader {
+                path,
+                reason: format!("its header names session {}, not {id}", replay.header.id),
+            });
+        }
+        if replay.torn_tail {
+            file.set_len(complete_len).map_err(|source| {
+                StoreError::io("truncate the torn last line of", &path, source)
+            })?;
+        }
+        let record = Self {
+            file,
+            path,
+            id: id.clone(),
+            header: replay.header.clone(),
+            home: home.clone(),
+            items_written: replay.item_count(),
+            first_prompt_indexed: replay.first_prompt().is_some(),
+        };
+        Ok((record, replay))
+    }
+
+    /// Appends one item as a single write of a whole line, then flushes. The first user
+    /// message of a session is also noted in the index as its label; that update is
+    /// best effort (the item itself is already recorded, and the index is rebuildable).
+    ///
+    /// Fails when the line cannot be written.
+    pub fn append(&mut self, entry: &RecordEntry) -> Result<(), StoreError> {
+        let line = self.encode(entry)?;
+        self.write_line(&line)?;
+        self.items_written += 1;
+        if !self.first_prompt_indexed
+            && let Some(text) = replay::user_message_text(&entry.item)
+        {
+            self.first_prompt_indexed = true;
+            let _ = index::record_first_prompt(&self.home, &self.id, text);
+        }
+        Ok(())
+    }
+
+    /// Forces written items to disk (`fdatasync`), e.g. at the end of a turn. Not needed
+    /// per item: a completed `write` already survives a crash of the process.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.file.sync_data().map_err(|source| StoreError::io("sync", &self.path, source))
+    }
+
+    /// How many items the record holds (those read on open included): the index the
+    /// next item will have.
+    pub fn items_written(&self) -> u64 {
+        self.items_written
+    }
+
+    /// The record file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The session this record belongs to.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The record's header (its first line).
+    pub fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+
+    fn encode<T: serde::Serialize>(&self, value: &T) -> Result<Vec<u8>, StoreError> {
+        let mut line = serde_json::to_vec(value)
+            .map_err(|source| StoreError::Encode { id: self.id.to_string(), source })?;
+        line.push(b'\n');
+        Ok(line)
+    }
+
+    /// One `write_all` of complete lines to the O_APPEND file, then a flush.
+    fn write_line(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.file
+            .write_all(bytes)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| StoreError::io("append to the record", &self.path, source))
+    }
+}
+
+/// Forks session `source` into a new session holding copies of its items `0..at` (all
+/// of them when `at` is `None`), verbatim, with a header that has a fresh id, the time
+/// now, `forked_from` set, and the source's cwd, provider and model. Only reads the
+/// source (no lock needed); a torn last line there is ignored.
+///
+/// Returns the new session's header. Fails when the source cannot be found or read, or
+/// `at` is past its last item ([`StoreError::ForkOutOfRange`]).
+pub fn fork(
+    home: &KestrelHome,
+    source: &SessionId,
+    at: Option<u64>,
+) -> Result<RecordHeader, StoreError> {
+    validate_id(source)?;
+    let path = locate(home, source)?;
+    let file =
+        File::open(&path).map_err(|source| StoreError::io("open the record", &path, source))?;
+    let mut lines = RecordLines::new(BufReader::with_capacity(64 * 1024, file), &path);
+    let source_header = lines.header()?;
+    let mut copied = Vec::new();
+    let mut count: u64 = 0;
+    let mut first_prompt = None;
+    while at.is_none_or(|at| count < at) {
+        let Some(line) = lines.next_line()? else { break };
+        let RawLine::Item(bytes) = line else { break };
+        copied.extend_from_slice(bytes);
+        copied.push(b'\n');
+        count += 1;
+        if first_prompt.is_none()
+            && let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes)
+        {
+            first_prompt = replay::user_message_text(&entry.item).map(str::to_owned);
+        }
+    }
+    if let Some(at) = at
+        && at > count
+    {
+        return Err(StoreError::ForkOutOfRange { id: source.to_string(), at, items: count });
+    }
+    let header = RecordHeader {
+        id: SessionId::new(),
+        version: RECORD_VERSION,
+        created_at: Timestamp::now(),
+        cwd: source_header.cwd,
+        provider: source_header.provider,
+        model: source_header.model,
+        parent_id: None,
+        forked_from: Some(ForkedFrom { session_id: source.clone(), items: count }),
+    };
+    let mut record = SessionRecord::create(home, header.clone())?;
+    record.write_line(&copied)?;
+    record.items_written = count;
+    if let Some(text) = first_prompt {
+        record.first_prompt_indexed = true;
+        let _ = index::record_first_prompt(home, &header.id, &text);
+    }
+    Ok(header)
+}
+
+/// `sessions/YYYY/MM/DD/<id>.jsonl`, dated by the header's `created_at` in UTC.
+fn record_path(home: &KestrelHome, header: &RecordHeader) -> PathBuf {
+    let (year, month, day) = header.created_at.date();
+    home.sessions_dir()
+        .join(format!("{year:04}"))
+        .join(format!("{month:02}"))
+        .join(format!("{day:02}"))
+        .join(format!("{}.jsonl", header.id))
+}
+
+/// Finds a session's record file: through the index, else by scanning the dated
+/// directories (the index may be stale or missing).
+pub(crate) fn locate(home: &KestrelHome, id: &SessionId) -> Result<PathBuf, StoreError> {
+    let listed = SessionIndex::list(home)?.into_iter().find(|summary| summary.id == *id);
+    if let Some(summary) = listed
+        && summary.path.is_file()
+    {
+        return Ok(summary.path);
+    }
+    let file_name = format!("{id}.jsonl");
+    index::record_files(home)?
+        .into_iter()
+        .find(|path| path.file_name().is_some_and(|name| *name == *file_name))
+        .ok_or_else(|| StoreError::SessionNotFound { query: id.to_string() })
+}
+
+/// Ids become file names: only a conservative character set, no leading dot.
+fn validate_id(id: &SessionId) -> Result<(), StoreError> {
+    let text = id.as_str();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if text.is_empty() || text.starts_with('.') || !text.chars().all(allowed) {
+        return Err(StoreError::InvalidSessionId { id: text.to_owned() });
+    }
+    Ok(())
+}
+
+fn lock(file: &File, id: &SessionId, path: &Path) -> Result<(), StoreError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => {
+            Err(StoreError::Locked { id: id.to_string(), path: path.to_path_buf() })
+        }
+        Err(TryLockError::Error(source)) => Err(StoreError::io("lock", path, source)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_are_not_plain_file_names_are_refused() {
+        for bad in ["", "../x", "a/b", ".hidden", "a b"] {
+            let error = validate_id(&SessionId::from_string(bad)).unwrap_err();
+            assert!(matches!(error, StoreError::InvalidSessionId { .. }), "{bad}: {error}");
+        }
+        validate_id(&SessionId::new()).unwrap();
+    }
+
+    #[test]
+    fn record_path_is_dated_in_utc() {
+        let header = RecordHeader {
+            id: SessionId::from_string("abc"),
+            version: RECORD_VERSION,
+            created_at: Timestamp::parse("2026-03-04T23:59:59.999Z").unwrap(),
+            cwd: "/w".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            parent_id: None,
+            forked_from: None,
+        };
+        let path = record_path(&KestrelHome::at("/k"), &header);
+        assert_eq!(path, PathBuf::from("/k/sessions/2026/03/04/abc.jsonl"));
+    }
+}
