@@ -1,0 +1,254 @@
+//! Process trees: a command started as the leader of its own process group, so that
+//! everything it spawns (pipelines, background jobs, grandchildren) can be signalled
+//! and killed as one. Invariant: a `ProcessGroup` dropped before its leader was waited
+//! for takes its whole group down with it, so an abandoned call leaks no processes.
+
+use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+/// How often `terminate` looks whether the group is gone during its grace period.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// A signal to send to a whole process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Asks politely (SIGTERM on Unix): a process may clean up, or ignore it.
+    Terminate,
+    /// Cannot be caught or ignored (SIGKILL on Unix).
+    Kill,
+}
+
+/// A child process that leads its own process group.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    child: Child,
+    /// The group id, which is the leader's pid.
+    id: u32,
+    /// Set once the leader has been waited for; after that `Drop` leaves the group alone.
+    exited: Option<ExitStatus>,
+}
+
+/// Spawns `command` as the leader of a new process group (Unix: `setpgid(0, 0)` in the
+/// child). Fails when the program cannot be started, with the OS error.
+pub fn spawn_group(command: &mut Command) -> io::Result<ProcessGroup> {
+    #[cfg(unix)]
+    command.process_group(0);
+    let child = command.spawn()?;
+    let Some(id) = child.id() else {
+        return Err(io::Error::other("the spawned process has no id"));
+    };
+    Ok(ProcessGroup { child, id, exited: None })
+}
+
+/// Sends `signal` to every process of the group `group_id`. `Ok(false)` when no such
+/// group exists any more (everything already exited); `Err` for other OS errors, and
+/// always on targets without process groups.
+pub fn kill_group(group_id: u32, signal: Signal) -> io::Result<bool> {
+    imp::kill_group(group_id, signal)
+}
+
+/// True while any process of the group `group_id` exists (zombies included).
+pub fn group_exists(group_id: u32) -> bool {
+    imp::kill_group_raw(group_id, None).unwrap_or(false)
+}
+
+/// The `bash -lc SCRIPT` command (PowerShell on Windows) that the shell tool runs.
+pub fn shell_command(script: &str) -> Command {
+    imp::shell_command(script)
+}
+
+/// The signal that ended a process, when it was killed by one (always `None` off Unix).
+pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
+    imp::exit_signal(status)
+}
+
+impl ProcessGroup {
+    /// The process group id (the leader's pid).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The leader process, e.g. to take its stdout and stderr pipes.
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Waits for the leader to exit; other members of the group may still run.
+    /// Cancel-safe: can be used in `tokio::select!`.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.exited {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.exited = Some(status);
+        Ok(status)
+    }
+
+    /// Sends `signal` to the whole group; `Ok(false)` when it is already gone.
+    pub fn signal(&self, signal: Signal) -> io::Result<bool> {
+        kill_group(self.id, signal)
+    }
+
+    /// Ends the whole group: `Signal::Terminate` first, then `Signal::Kill` to whatever
+    /// is left after `grace`, and returns the leader's exit status. A member that ignores
+    /// SIGTERM still dies. Fails only when waiting for the leader fails.
+    pub async fn terminate(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        // The group may already be gone; a failed signal is not worth failing for.
+        let _ = self.signal(Signal::Terminate);
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            if self.exited.is_none()
+                && let Some(status) = self.child.try_wait()?
+            {
+                self.exited = Some(status);
+            }
+            // The leader must be reaped first: a zombie leader keeps the group alive.
+            if self.exited.is_some() && !group_exists(self.id) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let _ = self.signal(Signal::Kill);
+                break;
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        self.wait().await
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.exited.is_none() {
+            // Abandoned mid-run (e.g. the future was dropped): take the tree down.
+            let _ = self.signal(Signal::Kill);
+        }
+    }
+}
+
+#[cfg(unix)]
+mod imp {
+    use super::Signal;
+    use std::io;
+    use std::process::ExitStatus;
+    use tokio::process::Command;
+
+    pub fn kill_group(group_id: u32, signal: Signal) -> io::Result<bool> {
+        let number = match signal {
+            Signal::Terminate => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        };
+        kill_group_raw(group_id, Some(number))
+    }
+
+    /// `kill(-group, signal)`; `None` sends no signal and only checks existence.
+    pub fn kill_group_raw(group_id: u32, signal: Option<i32>) -> io::Result<bool> {
+        let Ok(group) = libc::pid_t::try_from(group_id) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "process group id too large"));
+        };
+        // Group 0 or 1 would signal our own group or every process: never.
+        if group <= 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("refusing to signal process group {group}"),
+            ));
+        }
+        // SAFETY: kill(2) with a negative pid only sends a signal; no memory is involved.
+        let result = unsafe { libc::kill(-group, signal.unwrap_or(0)) };
+        if result == 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::ESRCH) => Ok(false),
+            _ => Err(error),
+        }
+    }
+
+    pub fn shell_command(script: &str) -> Command {
+        let mut command = Command::new("bash");
+        command.arg("-lc").arg(script);
+        command
+    }
+
+    pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal()
+    }
+}
+
+#[cfg(not(unix))]
+mod imp {
+    //! Stub: Windows needs Job Objects to kill a tree; until then, group operations
+    //! report `Unsupported` and only the leader can be killed through its `Child`.
+    use super::Signal;
+    use std::io;
+    use std::process::ExitStatus;
+    use tokio::process::Command;
+
+    fn unsupported() -> io::Error {
+        io::Error::new(io::ErrorKind::Unsupported, "process groups are not supported on this OS")
+    }
+
+    pub fn kill_group(_group_id: u32, _signal: Signal) -> io::Result<bool> {
+        Err(unsupported())
+    }
+
+    pub fn kill_group_raw(_group_id: u32, _signal: Option<i32>) -> io::Result<bool> {
+        Err(unsupported())
+    }
+
+    pub fn shell_command(script: &str) -> Command {
+        let mut command = Command::new("powershell.exe");
+        command.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-Command", script]);
+        command
+    }
+
+    pub fn exit_signal(_status: &ExitStatus) -> Option<i32> {
+        None
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn sh(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script).stdin(Stdio::null());
+        command
+    }
+
+    #[tokio::test]
+    async fn terminate_kills_a_member_that_ignores_sigterm() {
+        let mut group =
+            spawn_group(sh("trap '' TERM; sleep 60 & wait").stdout(Stdio::null())).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(group_exists(group.id()));
+        let status = tokio::time::timeout(
+            Duration::from_secs(20),
+            group.terminate(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(exit_signal(&status), Some(libc::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn kill_group_of_a_finished_group_reports_it_gone() {
+        let mut group = spawn_group(&mut sh("exit 3")).unwrap();
+        let status = group.wait().await.unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert!(!kill_group(group.id(), Signal::Terminate).unwrap());
+        assert!(!group_exists(group.id()));
+    }
+
+    #[test]
+    fn refuses_to_signal_init_or_its_own_group() {
+        assert!(kill_group(1, Signal::Kill).is_err());
+        assert!(kill_group(0, Signal::Kill).is_err());
+    }
+}
