@@ -2,10 +2,36 @@
 //! `ToolRegistry` that turns a raw call (name + JSON text) into a `ToolOutput`.
 //! A tool's failure is an output with `is_error`, never an `Err` that ends a turn.
 
+mod arguments;
+mod builtin;
+mod diff;
+mod edit_file;
+mod glob;
+mod grep;
+pub mod html;
+mod list_dir;
+mod output;
+mod paths;
+mod read_file;
+mod shell;
 mod tool;
+mod update_plan;
+mod walk;
+mod web_fetch;
 pub mod workspace;
+mod write_file;
 
+pub use builtin::builtin_tools;
+pub use edit_file::EditFileTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use list_dir::ListDirTool;
+pub use read_file::ReadFileTool;
+pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
     FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition, ToolFuture,
     ToolOutput, ToolRegistry,
 };
+pub use update_plan::UpdatePlanTool;
+pub use web_fetch::WebFetchTool;
+pub use write_file::WriteFileTool;

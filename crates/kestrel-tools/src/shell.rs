@@ -1,0 +1,345 @@
+//! `shell`: runs a command with `bash -lc` in its own process group, stdin closed,
+//! stdout and stderr captured together with bounded memory. On timeout or cancel the
+//! whole group is terminated (SIGTERM, then SIGKILL after a grace period); background
+//! processes still holding the output pipes after the shell exits are ended too, so a
+//! call always returns.
+
+use crate::arguments::{self, optional_u64};
+use crate::output::{DEFAULT_KEEP, HeadTail};
+use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
+use kestrel_platform::process;
+use serde::Deserialize;
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
+
+/// Timeout when the call gives none.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The longest timeout a call may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// How the tool ends process groups and waits for stragglers.
+#[derive(Debug, Clone, Copy)]
+pub struct ShellLimits {
+    /// Between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// How long output is still read after the shell itself exited.
+    pub drain: Duration,
+    /// Bytes kept from the start and the end of the output, each.
+    pub keep_bytes: usize,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        Self {
+            kill_grace: Duration::from_secs(2),
+            drain: Duration::from_millis(300),
+            keep_bytes: DEFAULT_KEEP,
+        }
+    }
+}
+
+/// The `shell` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShellTool {
+    limits: ShellLimits,
+}
+
+impl ShellTool {
+    /// A shell tool with non-default limits (tests use a short grace period).
+    pub fn with_limits(limits: ShellLimits) -> Self {
+        Self { limits }
+    }
+}
+
+#[derive(Deserialize)]
+struct Arguments {
+    command: String,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default, deserialize_with = "optional_u64")]
+    timeout_ms: Option<u64>,
+}
+
+impl Tool for ShellTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "shell".to_string(),
+            description: format!(
+                "Runs a shell command with `bash -lc` and returns its exit code and combined \
+                 stdout/stderr. Standard input is empty (nothing can be typed into the \
+                 command), so use non-interactive flags. Long output keeps its start and end \
+                 and drops the middle: filter it (grep, head, tail) when you need a part. The \
+                 command and everything it started are killed after `timeout_ms` (default \
+                 {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS}); background processes that \
+                 keep the output open are ended when the command exits, so redirect a server's \
+                 output to a file (`cmd > log 2>&1 &`) if it must keep running. Prefer \
+                 read_file, grep, glob and list_dir over cat, grep and find for files."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line, run by `bash -lc`."},
+                    "workdir": {"type": "string", "description": "Directory to run in (default: the working directory)."},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS, "description": format!("Milliseconds before the command is killed (default {DEFAULT_TIMEOUT_MS}).")}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn run<'a>(&'a self, arguments: serde_json::Value, context: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let arguments: Arguments = match arguments::parse("shell", arguments) {
+                Ok(arguments) => arguments,
+                Err(output) => return output,
+            };
+            if arguments.command.trim().is_empty() {
+                return ToolOutput::error("command is empty");
+            }
+            let timeout_ms = match arguments.timeout_ms {
+                None => DEFAULT_TIMEOUT_MS,
+                Some(0) => return ToolOutput::error("timeout_ms must be at least 1"),
+                Some(ms) => ms.min(MAX_TIMEOUT_MS),
+            };
+            let workdir = match &arguments.workdir {
+                None => context.cwd.clone(),
+                Some(dir) => context.resolve(dir),
+            };
+            if !workdir.is_dir() {
+                return ToolOutput::error(format!(
+                    "workdir {} is not an existing directory",
+                    paths::display(context, &workdir)
+                ));
+            }
+            let run = Run { command: &arguments.command, workdir, timeout_ms, limits: self.limits };
+            run.execute(context).await
+        })
+    }
+}
+
+/// One command execution.
+struct Run<'a> {
+    command: &'a str,
+    workdir: PathBuf,
+    timeout_ms: u64,
+    limits: ShellLimits,
+}
+
+/// Why the run stopped.
+enum Ending {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+/// One captured pipe; `None` once it reached end of file.
+struct Pipe<R> {
+    reader: Option<R>,
+    buffer: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> Pipe<R> {
+    fn new(reader: Option<R>) -> Self {
+        Self { reader, buffer: vec![0; 8192] }
+    }
+
+    fn is_open(&self) -> bool {
+        self.reader.is_some()
+    }
+
+    /// Reads the next chunk into the pipe's buffer and returns its length (0 at end of
+    /// file, after which the pipe is closed). Cancel-safe for `select!`.
+    async fn read_chunk(&mut self) -> usize {
+        let Some(reader) = self.reader.as_mut() else {
+            return std::future::pending().await;
+        };
+        match reader.read(&mut self.buffer).await {
+            Ok(0) | Err(_) => {
+                self.reader = None;
+                0
+            }
+            Ok(read) => read,
+        }
+    }
+
+    fn chunk(&self, read: usize) -> &[u8] {
+        &self.buffer[..read]
+    }
+}
+
+impl Run<'_> {
+    async fn execute(self, context: &ToolContext) -> ToolOutput {
+        let mut command = process::shell_command(self.command);
+        command
+            .current_dir(&self.workdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // No pager may wait for a keypress that never comes.
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat")
+            .env("GIT_TERMINAL_PROMPT", "0");
+        let mut group = match process::spawn_group(&mut command) {
+            Ok(group) => group,
+            Err(error) => return ToolOutput::error(format!("could not start bash: {error}")),
+        };
+        let mut stdout = Pipe::new(group.child_mut().stdout.take());
+        let mut stderr = Pipe::new(group.child_mut().stderr.take());
+        let mut output = HeadTail::new(self.limits.keep_bytes);
+        let deadline = Instant::now() + Duration::from_millis(self.timeout_ms);
+        let mut status: Option<ExitStatus> = None;
+        let mut drain_deadline = None;
+        let mut ending = Ending::Exited;
+        let mut leftover_killed = false;
+        let mut wait_error = None;
+
+        loop {
+            if status.is_some() && !stdout.is_open() && !stderr.is_open() {
+                break;
+            }
+            tokio::select! {
+                read = stdout.read_chunk(), if stdout.is_open() => output.push(stdout.chunk(read)),
+                read = stderr.read_chunk(), if stderr.is_open() => output.push(stderr.chunk(read)),
+                result = group.wait(), if status.is_none() => match result {
+                    Ok(exit) => {
+                        status = Some(exit);
+                        drain_deadline = Some(Instant::now() + self.limits.drain);
+                    }
+                    Err(error) => {
+                        wait_error = Some(error);
+                        break;
+                    }
+                },
+                () = sleep_until_some(drain_deadline) => {
+                    // The shell is gone but something it started still holds the pipes.
+                    leftover_killed = true;
+                    break;
+                }
+                () = tokio::time::sleep_until(deadline), if status.is_none() => {
+                    ending = Ending::TimedOut;
+                    break;
+                }
+                () = context.cancel.cancelled(), if status.is_none() => {
+                    ending = Ending::Cancelled;
+                    break;
+                }
+            }
+        }
+
+        let needs_kill = status.is_none() || leftover_killed || wait_error.is_some();
+        if needs_kill {
+            match group.terminate(self.limits.kill_grace).await {
+                Ok(exit) => status = status.or(Some(exit)),
+                Err(error) => wait_error = wait_error.or(Some(error)),
+            }
+            // Whatever was written before the kill is still worth showing.
+            drain(&mut stdout, &mut stderr, &mut output, self.limits.drain).await;
+        }
+        self.report(ending, status, leftover_killed, wait_error, &output)
+    }
+
+    fn report(
+        &self,
+        ending: Ending,
+        status: Option<ExitStatus>,
+        leftover_killed: bool,
+        wait_error: Option<std::io::Error>,
+        output: &HeadTail,
+    ) -> ToolOutput {
+        let mut text = String::new();
+        let mut is_error = false;
+        match ending {
+            Ending::Exited => {}
+            Ending::TimedOut => {
+                is_error = true;
+                text.push_str(&format!(
+                    "Command timed out after {} ms; it and every process it started were \
+                     killed. Raise timeout_ms (at most {MAX_TIMEOUT_MS}) or run it in a way \
+                     that finishes sooner.\n",
+                    self.timeout_ms
+                ));
+            }
+            Ending::Cancelled => {
+                is_error = true;
+                text.push_str(
+                    "Command cancelled by the user; it and every process it started were \
+                     killed.\n",
+                );
+            }
+        }
+        if let Some(error) = wait_error {
+            is_error = true;
+            text.push_str(&format!("Could not wait for the command: {error}\n"));
+        }
+        match status {
+            Some(exit) => {
+                let (line, failed) = describe_exit(&exit);
+                is_error |= failed;
+                text.push_str(&line);
+            }
+            None => text.push_str("Exit code: unknown"),
+        }
+        text.push('\n');
+        if leftover_killed {
+            text.push_str(
+                "Note: background processes still held the output open after the command \
+                 exited; they were terminated. Redirect their output (`> file 2>&1 &`) to keep \
+                 them running.\n",
+            );
+        }
+        if output.is_empty() {
+            text.push_str("Output: (none)");
+        } else {
+            text.push_str("Output:\n");
+            text.push_str(&output.render());
+        }
+        ToolOutput { content: text, is_error, ..ToolOutput::default() }
+    }
+}
+
+/// "Exit code: N" and whether it is a failure.
+fn describe_exit(status: &ExitStatus) -> (String, bool) {
+    if let Some(code) = status.code() {
+        return (format!("Exit code: {code}"), code != 0);
+    }
+    match process::exit_signal(status) {
+        Some(signal) => (format!("Exit code: {} (killed by signal {signal})", 128 + signal), true),
+        None => (format!("Exit code: unknown ({status})"), true),
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads what is left in the pipes for at most `period`.
+async fn drain<A, B>(
+    stdout: &mut Pipe<A>,
+    stderr: &mut Pipe<B>,
+    output: &mut HeadTail,
+    period: Duration,
+) where
+    A: AsyncRead + Unpin,
+    B: AsyncRead + Unpin,
+{
+    let deadline = Instant::now() + period;
+    while stdout.is_open() || stderr.is_open() {
+        tokio::select! {
+            read = stdout.read_chunk(), if stdout.is_open() => output.push(stdout.chunk(read)),
+            read = stderr.read_chunk(), if stderr.is_open() => output.push(stderr.chunk(read)),
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+}
