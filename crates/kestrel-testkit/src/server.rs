@@ -1,0 +1,420 @@
+//! The scripted model server: a tokio runtime on its own thread, accepting on
+//! 127.0.0.1, logging every request, and answering each model request with the next
+//! step of the script in the wire format its path asks for.
+//!
+//! Invariant: a step is consumed only when its reply is served (a `Status` fault
+//! answers without consuming it until its `times` run out); requests that are not
+//! model calls, or that the real API would reject, never consume steps.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+use crate::http::{
+    HttpRequest, ReadError, finish_chunked, read_request, start_chunked, write_chunk, write_full,
+    write_truncated,
+};
+use crate::ids::IdGenerator;
+use crate::logged_request::LoggedRequest;
+use crate::script::{Fault, Script, Step};
+use crate::sse::SseEvent;
+use crate::wire::{RenderContext, WireApi, models_body, openai_error_body};
+
+/// The message of the 500 answered once every step is consumed.
+pub const SCRIPT_EXHAUSTED: &str = "scripted model: script exhausted";
+
+/// A client that sends nothing for this long is dropped.
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to start a [`ScriptedServer`] beyond its script.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Appends every request as one JSON line (a [`LoggedRequest`]) to this file.
+    pub request_log: Option<PathBuf>,
+}
+
+/// A fake model provider on 127.0.0.1 that plays a [`Script`]. Dropping it stops it.
+pub struct ScriptedServer {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ScriptedServer {
+    /// Starts on 127.0.0.1 with its own thread + tokio runtime, so both sync tests
+    /// (running the kestrel binary) and async tests can use it.
+    ///
+    /// Fails if the script is invalid (`InvalidInput`) or the socket or thread cannot
+    /// be set up.
+    pub fn start(script: Script) -> std::io::Result<ScriptedServer> {
+        ScriptedServer::start_with(script, ServerOptions::default())
+    }
+
+    /// [`ScriptedServer::start`] on a chosen port and/or with a request log file.
+    /// Also fails if the log file cannot be opened for appending.
+    pub fn start_with(script: Script, options: ServerOptions) -> std::io::Result<ScriptedServer> {
+        script
+            .validate()
+            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?;
+        let request_log = match &options.request_log {
+            Some(path) => Some(Mutex::new(
+                OpenOptions::new().create(true).append(true).open(path).map_err(|error| {
+                    std::io::Error::new(
+                        error.kind(),
+                        format!("cannot open request log {}: {error}", path.display()),
+                    )
+                })?,
+            )),
+            None => None,
+        };
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))?;
+        listener.set_nonblocking(true)?;
+        let address = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                steps: script.steps.into(),
+                failures_served: 0,
+                requests: Vec::new(),
+            }),
+            request_log,
+            ids: IdGenerator::default(),
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (shutdown, shutdown_received) = oneshot::channel();
+        let (ready, is_ready) = std::sync::mpsc::channel();
+        let thread_shared = Arc::clone(&shared);
+        let thread =
+            std::thread::Builder::new().name("scripted-model".into()).spawn(move || {
+                runtime.block_on(async move {
+                    // The listener must be registered inside the runtime that drives it.
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(error) => {
+                            let _ = ready.send(Err(error));
+                            return;
+                        }
+                    };
+                    let _ = ready.send(Ok(()));
+                    accept_loop(listener, thread_shared, shutdown_received).await;
+                });
+            })?;
+        is_ready
+            .recv()
+            .map_err(|_| std::io::Error::other("the scripted model thread ended at start"))??;
+        Ok(ScriptedServer { address, shared, shutdown: Some(shutdown), thread: Some(thread) })
+    }
+
+    /// "http://127.0.0.1:PORT/v1" — what goes into config `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.address)
+    }
+
+    /// The socket address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Steps not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.shared.lock().steps.len()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // Joining closes the listener and every open connection before we return.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for ScriptedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedServer")
+            .field("address", &self.address)
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    request_log: Option<Mutex<File>>,
+    ids: IdGenerator,
+}
+
+struct State {
+    steps: VecDeque<Step>,
+    /// How many times the front step's `Status` fault has been answered.
+    failures_served: u32,
+    requests: Vec<LoggedRequest>,
+}
+
+/// What to answer a model request with.
+enum Decision {
+    Serve(Step),
+    Fail { status: u16, retry_after_secs: Option<u64>, message: String },
+    Exhausted,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking test thread must not take the server down with it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn log(&self, request: &LoggedRequest) {
+        self.lock().requests.push(request.clone());
+        if let Some(file) = &self.request_log
+            && let Ok(mut line) = serde_json::to_string(request)
+        {
+            line.push('\n');
+            let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+            // A lost log line must not fail the request it describes.
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+
+    fn next_step(&self) -> Decision {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(step) = state.steps.front() else {
+            return Decision::Exhausted;
+        };
+        if let Some(Fault::Status { status, retry_after_secs, message, times }) = &step.fault
+            && state.failures_served < times.unwrap_or(1)
+        {
+            state.failures_served += 1;
+            return Decision::Fail {
+                status: *status,
+                retry_after_secs: *retry_after_secs,
+                message: message.clone().unwrap_or_else(|| default_message(*status)),
+            };
+        }
+        state.failures_served = 0;
+        match state.steps.pop_front() {
+            Some(step) => Decision::Serve(step),
+            None => Decision::Exhausted,
+        }
+    }
+}
+
+fn default_message(status: u16) -> String {
+    match status {
+        401 => "scripted model: invalid API key".into(),
+        403 => "scripted model: permission denied".into(),
+        404 => "scripted model: model not found".into(),
+        429 => "scripted model: rate limit reached, please retry later".into(),
+        529 => "scripted model: overloaded".into(),
+        500..=599 => "scripted model: internal server error".into(),
+        _ => format!("scripted model: request failed with HTTP {status}"),
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            // A send or a dropped sender both mean stop.
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
+                }
+                // Out of descriptors and the like: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            },
+        }
+    }
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let (read_half, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(read_half);
+    let read = tokio::time::timeout(REQUEST_READ_TIMEOUT, read_request(&mut reader, &mut writer));
+    let request = match read.await {
+        Ok(Ok(Some(request))) => request,
+        Ok(Ok(None) | Err(ReadError::Io(_))) | Err(_) => return,
+        Ok(Err(error @ (ReadError::Malformed(_) | ReadError::TooLarge(_)))) => {
+            let status = if matches!(error, ReadError::TooLarge(_)) { 413 } else { 400 };
+            let body = openai_error_body(status, &format!("scripted model: {error}"));
+            let _ = write_json(&mut writer, status, Vec::new(), &body).await;
+            return;
+        }
+    };
+    // An error here means the client went away; nothing is left to tell it.
+    let _ = respond(request, &mut writer, &shared).await;
+    let _ = writer.shutdown().await;
+}
+
+async fn respond<W: AsyncWrite + Unpin>(
+    request: HttpRequest,
+    writer: &mut W,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let path = request.path().to_owned();
+    let logged = LoggedRequest {
+        body: serde_json::from_slice(&request.body).unwrap_or(Value::Null),
+        method: request.method,
+        path: request.target,
+        headers: request.headers,
+    };
+    shared.log(&logged);
+    match (WireApi::from_path(&path), logged.method.as_str()) {
+        (Some(api), "POST") => serve_model_request(api, &logged, writer, shared).await,
+        (Some(api), method) => {
+            let message = format!("scripted model: {method} {path} is not allowed, use POST");
+            let body = api.error_body(405, &message);
+            write_json(writer, 405, vec![("allow".into(), "POST".into())], &body).await
+        }
+        (None, "GET") if path.trim_end_matches('/').ends_with("/models") => {
+            write_json(writer, 200, Vec::new(), &models_body(unix_now())).await
+        }
+        (None, method) => {
+            let body = openai_error_body(404, &format!("Invalid URL ({method} {path})"));
+            write_json(writer, 404, Vec::new(), &body).await
+        }
+    }
+}
+
+async fn serve_model_request<W: AsyncWrite + Unpin>(
+    api: WireApi,
+    request: &LoggedRequest,
+    writer: &mut W,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let mut headers = api.response_headers(&shared.ids);
+    if request.body.is_null() {
+        let body = api.error_body(400, "scripted model: the request body is not valid JSON");
+        return write_json(writer, 400, headers, &body).await;
+    }
+    if let Err(message) = api.validate(&request.body, &request.headers) {
+        return write_json(writer, 400, headers, &api.error_body(400, &message)).await;
+    }
+    let step = match shared.next_step() {
+        Decision::Serve(step) => step,
+        Decision::Fail { status, retry_after_secs, message } => {
+            if let Some(seconds) = retry_after_secs {
+                headers.push(("retry-after".into(), seconds.to_string()));
+            }
+            return write_json(writer, status, headers, &api.error_body(status, &message)).await;
+        }
+        Decision::Exhausted => {
+            return write_json(writer, 500, headers, &api.error_body(500, SCRIPT_EXHAUSTED)).await;
+        }
+    };
+    let context = RenderContext { request: &request.body, created: unix_now(), ids: &shared.ids };
+    let streaming = request.body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if streaming {
+        let events = api.stream(&step.reply, &context);
+        write_stream(writer, headers, events, step.fault.as_ref()).await
+    } else {
+        let body = api.complete(&step.reply, &context);
+        write_complete(writer, headers, &body, step.fault.as_ref()).await
+    }
+}
+
+async fn write_json<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    status: u16,
+    mut headers: Vec<(String, String)>,
+    body: &Value,
+) -> std::io::Result<()> {
+    headers.push(("content-type".into(), "application/json".into()));
+    write_full(writer, status, &headers, body.to_string().as_bytes()).await
+}
+
+/// Streams `events` as one chunk each, misbehaving as `fault` says.
+async fn write_stream<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut headers: Vec<(String, String)>,
+    mut events: Vec<SseEvent>,
+    fault: Option<&Fault>,
+) -> std::io::Result<()> {
+    let mut cut_after = None;
+    let mut delay = None;
+    match fault {
+        Some(Fault::MalformedJson { after_events }) => {
+            let at = (*after_events).min(events.len());
+            if let Some(source) = events.get(at).or(events.last()) {
+                let broken = source.malformed();
+                events.insert(at, broken);
+            }
+        }
+        Some(Fault::DropAfter { events }) => cut_after = Some(*events),
+        Some(Fault::SlowChunks { delay_ms }) => delay = Some(Duration::from_millis(*delay_ms)),
+        Some(Fault::Status { .. }) | None => {}
+    }
+    headers.push(("content-type".into(), "text/event-stream; charset=utf-8".into()));
+    headers.push(("cache-control".into(), "no-cache".into()));
+    start_chunked(writer, 200, &headers).await?;
+    for (index, event) in events.iter().enumerate() {
+        if cut_after == Some(index) {
+            return Ok(()); // closing now leaves the chunked body unterminated
+        }
+        if let Some(delay) = delay
+            && index > 0
+        {
+            tokio::time::sleep(delay).await;
+        }
+        write_chunk(writer, &event.encode()).await?;
+    }
+    if cut_after.is_some() {
+        return Ok(());
+    }
+    finish_chunked(writer).await
+}
+
+/// Sends a non-streaming body, misbehaving as `fault` says.
+async fn write_complete<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut headers: Vec<(String, String)>,
+    body: &Value,
+    fault: Option<&Fault>,
+) -> std::io::Result<()> {
+    headers.push(("content-type".into(), "application/json".into()));
+    let bytes = body.to_string().into_bytes();
+    match fault {
+        Some(Fault::DropAfter { .. }) => {
+            write_truncated(writer, 200, &headers, &bytes, bytes.len() / 2).await
+        }
+        Some(Fault::MalformedJson { .. }) => {
+            write_full(writer, 200, &headers, &bytes[..bytes.len() / 2]).await
+        }
+        Some(Fault::SlowChunks { delay_ms }) => {
+            tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
+            write_full(writer, 200, &headers, &bytes).await
+        }
+        Some(Fault::Status { .. }) | None => write_full(writer, 200, &headers, &bytes).await,
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or(0)
+}
