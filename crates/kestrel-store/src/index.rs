@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// First prompts are cut to this many characters in the index: it is a label.
 const FIRST_PROMPT_CHARS: usize = 200;
@@ -42,14 +43,21 @@ pub struct SessionIndex;
 impl SessionIndex {
     /// All sessions, newest first, from the index alone (records are not opened, so a
     /// listed record may since have been deleted). A missing or unreadable index is
-    /// rebuilt from the records first.
+    /// rebuilt from the records; if the rebuilt index cannot be written, the listing is
+    /// still returned.
     ///
-    /// Fails only when the index has to be rebuilt and that fails.
+    /// Fails only when the index is unusable and the sessions directory cannot be scanned.
     pub fn list(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-        match read_index(home) {
-            Ok(summaries) => Ok(summaries),
-            Err(_) => Self::rebuild(home),
-        }
+        let missing = match read_index(home) {
+            Ok(summaries) => return Ok(summaries),
+            Err(error) => error.kind() == ErrorKind::NotFound,
+        };
+        let summaries = scan_records(home)?;
+        // A missing index is recreated by appending, so lines that workers append at
+        // the same moment are kept (duplicates merge by id); an unreadable one is replaced.
+        let write = if missing { WriteMode::Append } else { WriteMode::Replace };
+        let _ = write_index(home, &summaries, write);
+        Ok(summaries)
     }
 
     /// Rewrites the index from the records' headers and first user messages (replacing
@@ -59,26 +67,7 @@ impl SessionIndex {
     /// Fails when the sessions directory cannot be scanned or the index written.
     pub fn rebuild(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
         let summaries = scan_records(home)?;
-        let sessions_dir = home.sessions_dir();
-        if summaries.is_empty() && !sessions_dir.exists() {
-            return Ok(summaries);
-        }
-        paths::ensure_dir(&sessions_dir)?;
-        let mut text = Vec::new();
-        for summary in summaries.iter().rev() {
-            text.extend(encode_line(&IndexLine::from_summary(home, summary))?);
-        }
-        let index_path = home.index_file();
-        let temporary = sessions_dir.join(format!(".index.jsonl.{}.tmp", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut options = paths::private_file_options();
-            let mut file = options.write(true).create(true).truncate(true).open(&temporary)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
-            std::fs::rename(&temporary, &index_path)
-        };
-        write()
-            .map_err(|source| StoreError::io("rebuild the session index", &index_path, source))?;
+        write_index(home, &summaries, WriteMode::Replace)?;
         Ok(summaries)
     }
 
@@ -99,18 +88,67 @@ impl SessionIndex {
     }
 
     /// The newest top-level session (subagent sessions are left out), in `cwd` when
-    /// given: what `--last` resumes. `None` when there is none.
+    /// given: what `--last` resumes.
     ///
-    /// Fails only as [`SessionIndex::list`] does.
-    pub fn latest(
-        home: &KestrelHome,
-        cwd: Option<&Path>,
-    ) -> Result<Option<SessionSummary>, StoreError> {
-        let summaries = Self::list(home)?;
-        Ok(summaries.into_iter().find(|summary| {
-            summary.parent_id.is_none() && cwd.is_none_or(|cwd| Path::new(&summary.cwd) == cwd)
-        }))
+    /// Fails with [`StoreError::NoSessions`] when there is none, or as
+    /// [`SessionIndex::list`] does.
+    pub fn latest(home: &KestrelHome, cwd: Option<&Path>) -> Result<SessionSummary, StoreError> {
+        Self::list(home)?
+            .into_iter()
+            .find(|summary| {
+                summary.parent_id.is_none() && cwd.is_none_or(|cwd| Path::new(&summary.cwd) == cwd)
+            })
+            .ok_or_else(|| StoreError::NoSessions { cwd: cwd.map(Path::to_path_buf) })
     }
+}
+
+/// How a rebuilt index is written.
+#[derive(Debug, Clone, Copy)]
+enum WriteMode {
+    /// Appended in one write (the index was missing; concurrent appends survive).
+    Append,
+    /// Written to a temporary file and renamed over the index.
+    Replace,
+}
+
+fn write_index(
+    home: &KestrelHome,
+    summaries: &[SessionSummary],
+    mode: WriteMode,
+) -> Result<(), StoreError> {
+    let sessions_dir = home.sessions_dir();
+    if summaries.is_empty() && !sessions_dir.exists() {
+        return Ok(());
+    }
+    paths::ensure_dir(&sessions_dir)?;
+    let mut text = Vec::new();
+    for summary in summaries.iter().rev() {
+        text.extend(encode_line(&IndexLine::from_summary(home, summary))?);
+    }
+    let index_path = home.index_file();
+    let written = match mode {
+        WriteMode::Append => paths::open_shared_append(&index_path)?.write_all(&text),
+        WriteMode::Replace => replace_file(&sessions_dir, &index_path, &text),
+    };
+    written.map_err(|source| StoreError::io("rebuild the session index", &index_path, source))
+}
+
+/// Writes `text` to a fresh temporary file beside `path` and renames it over `path`.
+fn replace_file(dir: &Path, path: &Path, text: &[u8]) -> std::io::Result<()> {
+    // Unique per process and per call, so concurrent rebuilds never share a file.
+    static REBUILDS: AtomicU64 = AtomicU64::new(0);
+    let serial = REBUILDS.fetch_add(1, Ordering::Relaxed);
+    let temporary = dir.join(format!(".index.jsonl.{}.{serial}.tmp", std::process::id()));
+    let result = paths::private_file_options()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut file| file.write_all(text).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
 }
 
 /// Notes a newly created session in the index.
