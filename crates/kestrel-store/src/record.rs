@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 pub struct SessionRecord {
     file: File,
     path: PathBuf,
-    id: SessionId,
     header: RecordHeader,
     home: KestrelHome,
     items_written: u64,
@@ -52,7 +51,6 @@ impl SessionRecord {
         let mut record = Self {
             file,
             path,
-            id: header.id.clone(),
             header,
             home: home.clone(),
             items_written: 0,
@@ -102,7 +100,6 @@ impl SessionRecord {
         let record = Self {
             file,
             path,
-            id: id.clone(),
             header: replay.header.clone(),
             home: home.clone(),
             items_written: replay.item_count(),
@@ -124,7 +121,7 @@ impl SessionRecord {
             && let Some(text) = replay::user_message_text(&entry.item)
         {
             self.first_prompt_indexed = true;
-            let _ = index::record_first_prompt(&self.home, &self.id, text);
+            let _ = index::record_first_prompt(&self.home, &self.header.id, text);
         }
         Ok(())
     }
@@ -148,7 +145,7 @@ impl SessionRecord {
 
     /// The session this record belongs to.
     pub fn id(&self) -> &SessionId {
-        &self.id
+        &self.header.id
     }
 
     /// The record's header (its first line).
@@ -158,7 +155,7 @@ impl SessionRecord {
 
     fn encode<T: serde::Serialize>(&self, value: &T) -> Result<Vec<u8>, StoreError> {
         let mut line = serde_json::to_vec(value)
-            .map_err(|source| StoreError::Encode { id: self.id.to_string(), source })?;
+            .map_err(|source| StoreError::Encode { id: self.header.id.to_string(), source })?;
         line.push(b'\n');
         Ok(line)
     }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// A record as read back: its header and the items this reader understood.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
+    /// The first line: who, where, which model, forked from what.
     pub header: RecordHeader,
     /// The items in order. Their index equals the item index used by `fork --at` and
     /// `replaces_through` unless `skipped` is non-zero.

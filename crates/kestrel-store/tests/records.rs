@@ -28,6 +28,7 @@ fn create_writes_the_header_first_in_a_dated_path() {
     let record = SessionRecord::create(&home, header("s1", at(0), "/w")).unwrap();
     assert_eq!(record.path(), home.sessions_dir().join("2026/03/04/s1.jsonl"));
     assert_eq!(record.id().as_str(), "s1");
+    assert_eq!(record.header(), &header("s1", at(0), "/w"));
     assert_eq!(record.items_written(), 0);
     let text = std::fs::read_to_string(record.path()).unwrap();
     assert!(text.starts_with(r#"{"type":"session","id":"s1","version":1,"#), "{text}");
