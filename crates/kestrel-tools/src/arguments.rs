@@ -11,8 +11,15 @@ pub(crate) fn parse<T: DeserializeOwned>(
     tool: &str,
     arguments: serde_json::Value,
 ) -> Result<T, ToolOutput> {
-    serde_json::from_value(arguments)
-        .map_err(|error| ToolOutput::error(format!("invalid arguments for `{tool}`: {error}")))
+    serde_path_to_error::deserialize(arguments).map_err(|error| {
+        let field = error.path().to_string();
+        let inner = error.into_inner();
+        if field == "." {
+            ToolOutput::error(format!("invalid arguments for `{tool}`: {inner}"))
+        } else {
+            ToolOutput::error(format!("invalid arguments for `{tool}`: `{field}`: {inner}"))
+        }
+    })
 }
 
 #[derive(Deserialize)]
