@@ -1,6 +1,7 @@
 //! The provider-neutral request, stream events and errors. Each wire module maps these
 //! to and from its own JSON; nothing above this crate sees a wire format.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +89,10 @@ pub struct Reasoning {
 pub enum ContentPart {
     Text(String),
     /// Base64 image data with its media type (`image/png`, ...).
-    Image { media_type: String, data: String },
+    Image {
+        media_type: String,
+        data: String,
+    },
 }
 
 /// One message of the conversation sent to the model.
@@ -146,12 +150,24 @@ pub enum StreamEvent {
     ReasoningDelta(String),
     /// Reasoning is done; `opaque` must be sent back with it.
     ReasoningCompleted(Reasoning),
-    ToolCallStarted { index: usize, id: String, name: String },
-    ToolCallArgumentsDelta { index: usize, delta: String },
-    ToolCallCompleted { index: usize, call: ToolCall },
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolCallArgumentsDelta {
+        index: usize,
+        delta: String,
+    },
+    ToolCallCompleted {
+        index: usize,
+        call: ToolCall,
+    },
     Usage(TokenUsage),
     /// The last event of a complete response.
-    Completed { finish_reason: FinishReason },
+    Completed {
+        finish_reason: FinishReason,
+    },
 }
 
 /// Told before each retry, so the caller can log it (library crates never print).
@@ -187,6 +203,9 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Called before each retry with what is about to happen (the caller logs it).
+pub type RetryCallback = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
+
 /// Client settings beyond the provider itself.
 #[derive(Clone)]
 pub struct ClientOptions {
@@ -194,7 +213,11 @@ pub struct ClientOptions {
     /// A stream that sends nothing for this long is treated as dropped.
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
-    pub on_retry: Option<Arc<dyn Fn(&RetryNotice) + Send + Sync>>,
+    pub on_retry: Option<RetryCallback>,
+    /// Extra trusted root certificates (a PEM file), added to the platform's roots: for
+    /// a corporate proxy or a self-hosted server with its own CA. `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` also work, but replace the system roots instead of adding to them.
+    pub ca_bundle: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -204,6 +227,7 @@ impl Default for ClientOptions {
             idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             on_retry: None,
+            ca_bundle: None,
         }
     }
 }
@@ -214,6 +238,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("retry", &self.retry)
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("ca_bundle", &self.ca_bundle)
             .finish()
     }
 }
@@ -233,7 +258,9 @@ pub enum ModelError {
     BadRequest { url: String, status: u16, message: String },
     #[error("{url} failed with HTTP {status} after {attempts} tries: {message}")]
     Server { url: String, status: u16, attempts: u32, message: String },
-    #[error("cannot reach {url} after {attempts} tries: {message}; check base_url and that the server is up")]
+    #[error(
+        "cannot reach {url} after {attempts} tries: {message}; check base_url and that the server is up"
+    )]
     Network { url: String, attempts: u32, message: String },
     #[error("the response stream from {url} broke off: {message}")]
     StreamInterrupted { url: String, message: String },
@@ -241,6 +268,10 @@ pub enum ModelError {
     Malformed { url: String, message: String },
     #[error("cancelled")]
     Cancelled,
+    /// The provider settings cannot work (a `base_url` that is not a URL, an invalid
+    /// header, an unreadable CA bundle); found before any request.
+    #[error("provider `{provider}` is misconfigured: {message}")]
+    InvalidConfig { provider: String, message: String },
 }
 
 fn key_hint(api_key_env: &Option<String>) -> String {
