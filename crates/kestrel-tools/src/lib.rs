@@ -2,6 +2,7 @@
 //! `ToolRegistry` that turns a raw call (name + JSON text) into a `ToolOutput`.
 //! A tool's failure is an output with `is_error`, never an `Err` that ends a turn.
 
+pub mod apply_patch;
 mod arguments;
 mod builtin;
 mod diff;
