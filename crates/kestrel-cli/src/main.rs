@@ -1,6 +1,11 @@
 //! The `kestrel` binary: parses arguments and hands each subcommand to its crate.
 
+// The binary is the one place that writes to the terminal.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 mod apply_patch_command;
+mod exec_command;
+mod session_commands;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -14,13 +19,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run one prompt headless: the final answer on stdout (or JSONL events with --json).
+    Exec(Box<exec_command::ExecArgs>),
+    /// List sessions, newest first.
+    Sessions(session_commands::SessionsArgs),
+    /// Copy a session (up to item N) into a new session and print its id.
+    Fork(session_commands::ForkArgs),
     /// Apply a `*** Begin Patch` patch from stdin to the current directory.
     ApplyPatch,
 }
 
 fn main() -> ExitCode {
+    kestrel_model::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::Exec(args)) => exec_command::run(*args),
+        Some(Command::Sessions(args)) => session_commands::sessions(args),
+        Some(Command::Fork(args)) => session_commands::fork(args),
         Some(Command::ApplyPatch) => apply_patch_command::run(),
         None => {
             eprintln!("kestrel: the interactive TUI is not built yet; try `kestrel exec PROMPT`");

@@ -124,6 +124,10 @@ pub struct ProviderSettings {
     pub api_key_env: Option<String>,
     /// Extra HTTP headers sent with every request.
     pub headers: BTreeMap<String, String>,
+    /// Retries after the first try (`None`: the client's default).
+    pub request_max_retries: Option<u32>,
+    /// A stream silent this long counts as dropped (`None`: the client's default).
+    pub stream_idle_timeout_ms: Option<u64>,
 }
 
 /// How to reach an MCP server.
@@ -386,6 +390,8 @@ fn resolve_provider(
         wire_api: table.wire_api.unwrap_or(WireApiSetting::Chat),
         api_key_env: table.api_key_env.filter(|variable| !variable.is_empty()),
         headers: table.headers,
+        request_max_retries: table.request_max_retries,
+        stream_idle_timeout_ms: table.stream_idle_timeout_ms,
     })
 }
 

@@ -1,0 +1,58 @@
+//! What a session reports while a turn runs. Hosts map these to their own surface:
+//! the exec host to `exec --json` lines or stderr progress, the worker to ACP updates.
+
+use kestrel_protocol::{StopReason, Usage};
+use kestrel_tools::{FileChange, PlanStep};
+
+/// One thing that happened in a turn, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    TurnStarted,
+    /// A piece of the assistant's answer; `item_id` is stable for the message.
+    TextDelta {
+        item_id: String,
+        delta: String,
+    },
+    /// The assistant's message of one model request, whole.
+    TextCompleted {
+        item_id: String,
+        text: String,
+    },
+    ReasoningDelta {
+        item_id: String,
+        delta: String,
+    },
+    ReasoningCompleted {
+        item_id: String,
+        text: String,
+    },
+    ToolCallStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolCallCompleted {
+        call_id: String,
+        name: String,
+        arguments: String,
+        output: String,
+        is_error: bool,
+        changes: Vec<FileChange>,
+    },
+    Plan(Vec<PlanStep>),
+    /// Tokens and cost of one model request.
+    Usage(Usage),
+    /// A model request is being retried (the URL and why).
+    Retrying {
+        message: String,
+    },
+    TurnCompleted {
+        stop_reason: StopReason,
+        final_text: String,
+        usage: Usage,
+    },
+    TurnFailed {
+        error: String,
+        usage: Usage,
+    },
+}

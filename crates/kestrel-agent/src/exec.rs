@@ -1,0 +1,293 @@
+//! The exec host: runs one prompt headless (`kestrel exec`). With `--json`, stdout is the
+//! event stream of ARCHITECTURE §3 and nothing else; without it, stdout gets only the
+//! final answer and progress goes to stderr when someone is watching.
+
+use crate::AgentError;
+use crate::approval::Unattended;
+use crate::event::AgentEvent;
+use crate::session::EventSink;
+use crate::setup::{Launch, open_session};
+use kestrel_protocol::{
+    EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecPlanStep, StopReason,
+};
+use kestrel_store::SessionIndex;
+use kestrel_tools::PlanStepStatus;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Which session `exec resume` continues.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResumeTarget {
+    /// The newest session started in this cwd.
+    Last,
+    /// An id or a unique prefix of one.
+    Id(String),
+}
+
+/// What `kestrel exec` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    pub prompt: String,
+    pub json: bool,
+    pub output_last_message: Option<PathBuf>,
+    pub resume: Option<ResumeTarget>,
+    /// Show progress on stderr (when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Where exec writes; the binary passes its stdout and stderr.
+pub struct ExecOutput {
+    pub stdout: Box<dyn Write + Send>,
+    pub stderr: Box<dyn Write + Send>,
+}
+
+/// Runs the prompt and returns the process exit code: 0 when the turn ended normally,
+/// 1 when it failed, was cancelled or ran out of turns.
+pub async fn run_exec(
+    launch: Launch,
+    options: ExecOptions,
+    output: ExecOutput,
+    cancel: CancellationToken,
+) -> Result<u8, AgentError> {
+    let resume_id = match &options.resume {
+        None => None,
+        Some(ResumeTarget::Last) => Some(SessionIndex::latest(&launch.home, Some(&launch.cwd))?.id),
+        Some(ResumeTarget::Id(id)) => Some(SessionIndex::find(&launch.home, id)?.id),
+    };
+    let mut session = open_session(&launch, resume_id.as_ref(), Arc::new(Unattended))?;
+    let printer = Printer::new(output, options.json, options.progress);
+    if options.json {
+        printer.event(&ExecEvent::SessionStarted {
+            version: EXEC_EVENT_VERSION,
+            session_id: session.id().clone(),
+            model: session.settings().model.clone(),
+            cwd: session.settings().cwd.display().to_string(),
+        });
+    }
+    let result = session.run_turn(&options.prompt, &printer, &cancel).await?;
+    if let Some(path) = &options.output_last_message {
+        std::fs::write(path, &result.final_text)
+            .map_err(|source| AgentError::Output { path: path.display().to_string(), source })?;
+    }
+    let code = match result.stop_reason {
+        StopReason::EndTurn => 0,
+        StopReason::Cancelled
+        | StopReason::Interrupted
+        | StopReason::Failed
+        | StopReason::MaxTurns => 1,
+    };
+    printer.finish(&result.final_text, result.error.as_deref(), result.stop_reason, session.id());
+    Ok(code)
+}
+
+/// Turns agent events into exec output.
+struct Printer {
+    output: Mutex<ExecOutput>,
+    json: bool,
+    progress: bool,
+    started: Mutex<HashSet<String>>,
+}
+
+impl Printer {
+    fn new(output: ExecOutput, json: bool, progress: bool) -> Self {
+        Self { output: Mutex::new(output), json, progress, started: Mutex::new(HashSet::new()) }
+    }
+
+    fn event(&self, event: &ExecEvent) {
+        let Ok(line) = serde_json::to_string(event) else { return };
+        if let Ok(mut output) = self.output.lock() {
+            // A closed stdout (e.g. `| head`) must not fail the turn: the record has it all.
+            let _ = writeln!(output.stdout, "{line}");
+            let _ = output.stdout.flush();
+        }
+    }
+
+    fn note(&self, text: &str) {
+        if let Ok(mut output) = self.output.lock() {
+            let _ = writeln!(output.stderr, "{text}");
+        }
+    }
+
+    /// True the first time an item id is seen.
+    fn first(&self, item_id: &str) -> bool {
+        self.started.lock().map(|mut started| started.insert(item_id.to_string())).unwrap_or(false)
+    }
+
+    fn finish(
+        &self,
+        final_text: &str,
+        error: Option<&str>,
+        stop: StopReason,
+        id: &kestrel_protocol::SessionId,
+    ) {
+        if let Some(error) = error {
+            self.note(&format!("kestrel: {error}"));
+        } else if stop == StopReason::Cancelled {
+            self.note("kestrel: cancelled");
+        }
+        if self.progress {
+            self.note(&format!("session {id}"));
+        }
+        if !self.json
+            && stop == StopReason::EndTurn
+            && let Ok(mut output) = self.output.lock()
+        {
+            let _ = writeln!(output.stdout, "{}", final_text.trim_end());
+            let _ = output.stdout.flush();
+        }
+    }
+
+    fn json_event(&self, event: AgentEvent) {
+        let item = |id: String, kind: ExecItemKind| ExecItem { id, kind };
+        let events = match event {
+            AgentEvent::TurnStarted => vec![ExecEvent::TurnStarted {}],
+            AgentEvent::TextDelta { item_id, delta } => {
+                self.streamed(item_id, delta, |text| ExecItemKind::AgentMessage { text })
+            }
+            AgentEvent::ReasoningDelta { item_id, delta } => {
+                self.streamed(item_id, delta, |text| ExecItemKind::Reasoning { text })
+            }
+            AgentEvent::TextCompleted { item_id, text } => {
+                vec![ExecEvent::ItemCompleted {
+                    item: item(item_id, ExecItemKind::AgentMessage { text }),
+                }]
+            }
+            AgentEvent::ReasoningCompleted { item_id, text } => {
+                vec![ExecEvent::ItemCompleted {
+                    item: item(item_id, ExecItemKind::Reasoning { text }),
+                }]
+            }
+            AgentEvent::ToolCallStarted { call_id, name, arguments } => {
+                let kind = ExecItemKind::ToolCall {
+                    call_id: call_id.clone(),
+                    name,
+                    arguments,
+                    status: "in_progress".into(),
+                    output: None,
+                };
+                vec![ExecEvent::ItemStarted { item: item(call_id, kind) }]
+            }
+            AgentEvent::ToolCallCompleted {
+                call_id,
+                name,
+                arguments,
+                output,
+                is_error,
+                changes,
+            } => {
+                let status = if is_error { "failed" } else { "completed" };
+                let kind = ExecItemKind::ToolCall {
+                    call_id: call_id.clone(),
+                    name,
+                    arguments,
+                    status: status.into(),
+                    output: Some(output),
+                };
+                let mut events =
+                    vec![ExecEvent::ItemCompleted { item: item(call_id.clone(), kind) }];
+                if !changes.is_empty() {
+                    let diff: String = changes.iter().filter_map(|c| c.diff.clone()).collect();
+                    let paths = changes.iter().map(|c| c.path.display().to_string()).collect();
+                    let kind = ExecItemKind::FileChange {
+                        call_id: call_id.clone(),
+                        paths,
+                        diff: (!diff.is_empty()).then_some(diff),
+                    };
+                    events.push(ExecEvent::ItemCompleted {
+                        item: item(format!("{call_id}_files"), kind),
+                    });
+                }
+                events
+            }
+            AgentEvent::Plan(plan) => {
+                let steps = plan
+                    .into_iter()
+                    .map(|step| ExecPlanStep {
+                        step: step.step,
+                        status: match step.status {
+                            PlanStepStatus::Pending => "pending",
+                            PlanStepStatus::InProgress => "in_progress",
+                            PlanStepStatus::Completed => "completed",
+                        }
+                        .to_string(),
+                    })
+                    .collect();
+                vec![ExecEvent::ItemUpdated {
+                    item: item("plan".into(), ExecItemKind::Plan { steps }),
+                }]
+            }
+            AgentEvent::Usage(usage) => vec![ExecEvent::Usage { usage: usage.into() }],
+            AgentEvent::Retrying { message } => {
+                self.note(&message);
+                Vec::new()
+            }
+            AgentEvent::TurnCompleted { stop_reason, usage, .. } => {
+                vec![ExecEvent::TurnCompleted { stop_reason, usage: usage.into() }]
+            }
+            AgentEvent::TurnFailed { error, usage } => {
+                vec![ExecEvent::TurnFailed {
+                    error: ExecError { message: error },
+                    usage: usage.into(),
+                }]
+            }
+        };
+        for event in &events {
+            self.event(event);
+        }
+    }
+
+    fn streamed(
+        &self,
+        item_id: String,
+        delta: String,
+        kind: impl Fn(String) -> ExecItemKind,
+    ) -> Vec<ExecEvent> {
+        let mut events = Vec::new();
+        if self.first(&item_id) {
+            events.push(ExecEvent::ItemStarted {
+                item: ExecItem { id: item_id.clone(), kind: kind(String::new()) },
+            });
+        }
+        events.push(ExecEvent::ItemUpdated { item: ExecItem { id: item_id, kind: kind(delta) } });
+        events
+    }
+
+    fn progress_event(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolCallStarted { name, arguments, .. } => {
+                let shown: String = arguments.chars().take(120).collect();
+                self.note(&format!("▸ {name} {shown}"));
+            }
+            AgentEvent::ToolCallCompleted { name, is_error: true, output, .. } => {
+                let first = output.lines().next().unwrap_or_default().to_string();
+                self.note(&format!("  ✗ {name}: {first}"));
+            }
+            AgentEvent::Retrying { message } => self.note(&message),
+            AgentEvent::TurnStarted
+            | AgentEvent::TextDelta { .. }
+            | AgentEvent::TextCompleted { .. }
+            | AgentEvent::ReasoningDelta { .. }
+            | AgentEvent::ReasoningCompleted { .. }
+            | AgentEvent::ToolCallCompleted { .. }
+            | AgentEvent::Plan(_)
+            | AgentEvent::Usage(_)
+            | AgentEvent::TurnCompleted { .. }
+            | AgentEvent::TurnFailed { .. } => {}
+        }
+    }
+}
+
+impl EventSink for Printer {
+    fn emit(&self, event: AgentEvent) {
+        if self.json {
+            self.json_event(event);
+        } else if self.progress {
+            self.progress_event(event);
+        } else if let AgentEvent::Retrying { message } = event {
+            self.note(&message);
+        }
+    }
+}

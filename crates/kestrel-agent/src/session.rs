@@ -1,0 +1,501 @@
+//! One session: its record, its conversation and the turn loop
+//! (model → tool calls → results → model, until a final answer).
+//! Every item is written to the record as it happens, so a crash loses nothing written.
+
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+use crate::history::History;
+use crate::{AgentError, AgentEvent};
+use futures_util::future::join_all;
+use kestrel_model::{
+    ContentPart, FinishReason, Message, ModelClient, ModelError, ModelRequest, ReasoningEffort,
+    StreamEvent, ToolCall, ToolSpec,
+};
+use kestrel_protocol::{Mode, RecordEntry, RecordItem, SessionId, StopReason, Usage};
+use kestrel_store::SessionRecord;
+use kestrel_tools::{ToolContext, ToolOutput, ToolRegistry};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Receives a session's events as they happen.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: AgentEvent);
+}
+
+impl<F: Fn(AgentEvent) + Send + Sync> EventSink for F {
+    fn emit(&self, event: AgentEvent) {
+        self(event)
+    }
+}
+
+/// What a session runs with.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub cwd: PathBuf,
+    /// The root the file tools are confined to.
+    pub workspace: PathBuf,
+    pub mode: Mode,
+    pub network: bool,
+    /// The model id sent to the provider.
+    pub model: String,
+    pub reasoning: Option<ReasoningEffort>,
+    /// Model requests per turn before it stops with `max_turns`.
+    pub max_turns: Option<u32>,
+    pub system_prompt: String,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    pub stop_reason: StopReason,
+    /// The assistant's last message (possibly partial when the turn failed).
+    pub final_text: String,
+    pub error: Option<String>,
+    /// Tokens and cost of this turn.
+    pub usage: Usage,
+}
+
+/// A live session that owns (and holds the lock on) its record.
+pub struct Session {
+    record: SessionRecord,
+    history: History,
+    client: ModelClient,
+    tools: ToolRegistry,
+    settings: SessionSettings,
+    approver: Arc<dyn Approver>,
+    /// Tools the user allowed for the rest of the session.
+    always_allowed: HashSet<String>,
+    total_usage: Usage,
+    next_item: u64,
+}
+
+impl Session {
+    pub fn new(
+        record: SessionRecord,
+        history: History,
+        client: ModelClient,
+        tools: ToolRegistry,
+        settings: SessionSettings,
+        approver: Arc<dyn Approver>,
+    ) -> Self {
+        Self {
+            record,
+            history,
+            client,
+            tools,
+            settings,
+            approver,
+            always_allowed: HashSet::new(),
+            total_usage: Usage::default(),
+            next_item: 0,
+        }
+    }
+
+    pub fn id(&self) -> &SessionId {
+        self.record.id()
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    pub fn settings(&self) -> &SessionSettings {
+        &self.settings
+    }
+
+    /// Tokens and cost of every turn this process ran.
+    pub fn total_usage(&self) -> Usage {
+        self.total_usage
+    }
+
+    /// Runs one user prompt to its end. Errors that end the turn are in the result
+    /// (`failed`, with the message); `Err` means the record itself could not be written.
+    pub async fn run_turn(
+        &mut self,
+        prompt: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnResult, AgentError> {
+        self.write(RecordItem::TurnStarted {})?;
+        sink.emit(AgentEvent::TurnStarted);
+        self.write(RecordItem::UserMessage { text: prompt.to_string() })?;
+        self.history.push(Message::User { content: vec![ContentPart::Text(prompt.to_string())] });
+        let mut usage = Usage::default();
+        let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
+        self.write(RecordItem::TurnCompleted { stop_reason, error: error.clone() })?;
+        self.total_usage.add(&usage);
+        match &error {
+            Some(message) if stop_reason == StopReason::Failed => {
+                sink.emit(AgentEvent::TurnFailed { error: message.clone(), usage })
+            }
+            Some(_) | None => sink.emit(AgentEvent::TurnCompleted {
+                stop_reason,
+                final_text: final_text.clone(),
+                usage,
+            }),
+        }
+        Ok(TurnResult { stop_reason, final_text, error, usage })
+    }
+
+    async fn turn_loop(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        usage: &mut Usage,
+    ) -> Result<(StopReason, String, Option<String>), AgentError> {
+        let mut requests = 0u32;
+        loop {
+            if let Some(max) = self.settings.max_turns
+                && requests >= max
+            {
+                let message = format!("stopped after {max} model requests (--max-turns {max})");
+                return Ok((StopReason::MaxTurns, String::new(), Some(message)));
+            }
+            requests += 1;
+            let step = self.model_step(sink, cancel, usage).await?;
+            match step {
+                Step::Answer(text) => return Ok((StopReason::EndTurn, text, None)),
+                Step::Stopped { reason, text, error } => return Ok((reason, text, error)),
+                Step::ToolCalls(calls) => {
+                    self.run_tool_calls(calls, sink, cancel).await?;
+                    if cancel.is_cancelled() {
+                        return Ok((StopReason::Cancelled, String::new(), None));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One model request and its streamed response, recorded.
+    async fn model_step(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        usage: &mut Usage,
+    ) -> Result<Step, AgentError> {
+        let request = self.request();
+        let mut stream = match self.client.stream(&request, cancel).await {
+            Ok(stream) => stream,
+            Err(ModelError::Cancelled) => return Ok(Step::stopped(StopReason::Cancelled, None)),
+            Err(error) => return Ok(Step::stopped(StopReason::Failed, Some(error.to_string()))),
+        };
+        let mut response = Response::new(self.item_id("msg"), self.item_id("reasoning"));
+        let failure = loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = cancel.cancelled() => break Some((StopReason::Cancelled, None)),
+            };
+            match next {
+                Some(Ok(event)) => {
+                    if let Some(finish) = response.absorb(event, sink) {
+                        response.finish = Some(finish);
+                    }
+                }
+                Some(Err(ModelError::Cancelled)) => break Some((StopReason::Cancelled, None)),
+                Some(Err(error)) => break Some((StopReason::Failed, Some(error.to_string()))),
+                None => break None,
+            }
+        };
+        // Whatever arrived is kept, even when the stream failed.
+        self.record_response(&response, sink, usage)?;
+        if let Some((reason, error)) = failure {
+            return Ok(Step::Stopped { reason, text: response.text, error });
+        }
+        if response.finish.is_none() {
+            let error = "the model's response ended without a finish event".to_string();
+            return Ok(Step::Stopped {
+                reason: StopReason::Failed,
+                text: response.text,
+                error: Some(error),
+            });
+        }
+        if response.calls.is_empty() {
+            Ok(Step::Answer(response.text))
+        } else {
+            Ok(Step::ToolCalls(response.calls))
+        }
+    }
+
+    fn request(&self) -> ModelRequest {
+        let tools = self
+            .tools
+            .definitions()
+            .into_iter()
+            .map(|d| ToolSpec {
+                name: d.name,
+                description: d.description,
+                parameters: d.parameters,
+            })
+            .collect();
+        ModelRequest {
+            model: self.settings.model.clone(),
+            system: self.settings.system_prompt.clone(),
+            messages: self.history.messages().to_vec(),
+            tools,
+            reasoning: self.settings.reasoning,
+            max_output_tokens: None,
+            cache_key: Some(self.record.id().to_string()),
+        }
+    }
+
+    fn record_response(
+        &mut self,
+        response: &Response,
+        sink: &dyn EventSink,
+        usage: &mut Usage,
+    ) -> Result<(), AgentError> {
+        let reasoning_text = (!response.reasoning.is_empty()).then(|| response.reasoning.clone());
+        if !response.reasoning.is_empty() {
+            sink.emit(AgentEvent::ReasoningCompleted {
+                item_id: response.reasoning_item.clone(),
+                text: response.reasoning.clone(),
+            });
+        }
+        if !response.text.is_empty() {
+            sink.emit(AgentEvent::TextCompleted {
+                item_id: response.text_item.clone(),
+                text: response.text.clone(),
+            });
+        }
+        if !response.text.is_empty()
+            || reasoning_text.is_some()
+            || response.reasoning_opaque.is_some()
+        {
+            let item = RecordItem::AssistantMessage {
+                text: response.text.clone(),
+                reasoning: reasoning_text,
+                reasoning_opaque: response.reasoning_opaque.clone(),
+            };
+            self.history.apply(&item);
+            self.write(item)?;
+        }
+        for call in &response.calls {
+            let item = RecordItem::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            };
+            self.history.apply(&item);
+            self.write(item)?;
+        }
+        if let Some(tokens) = response.usage {
+            let request_usage = Usage {
+                input_tokens: tokens.input_tokens,
+                cached_input_tokens: tokens.cached_input_tokens,
+                output_tokens: tokens.output_tokens,
+                reasoning_tokens: tokens.reasoning_tokens,
+                // Prices come from the model catalog; a model it does not know costs 0.
+                cost: 0.0,
+            };
+            usage.add(&request_usage);
+            self.write(RecordItem::Usage { usage: request_usage })?;
+            sink.emit(AgentEvent::Usage(request_usage));
+        }
+        Ok(())
+    }
+
+    /// Runs the calls of one step: consecutive read-only calls together, the others one
+    /// by one, each result recorded as soon as it is known.
+    async fn run_tool_calls(
+        &mut self,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<(), AgentError> {
+        let context = ToolContext {
+            cwd: self.settings.cwd.clone(),
+            workspace: self.settings.workspace.clone(),
+            mode: self.settings.mode,
+            network: self.settings.network,
+            cancel: cancel.clone(),
+        };
+        let mut index = 0;
+        while index < calls.len() {
+            let read_only = self.tools.is_read_only(&calls[index].name);
+            let end = if read_only {
+                index
+                    + calls[index..].iter().take_while(|c| self.tools.is_read_only(&c.name)).count()
+            } else {
+                index + 1
+            };
+            let batch = &calls[index..end];
+            for call in batch {
+                sink.emit(AgentEvent::ToolCallStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
+            }
+            let outputs: Vec<(ToolOutput, u64)> = if read_only {
+                let tools = &self.tools;
+                let context = &context;
+                join_all(
+                    batch
+                        .iter()
+                        .map(|call| timed(tools.call(&call.name, &call.arguments, context))),
+                )
+                .await
+            } else {
+                let call = &batch[0];
+                let started = Instant::now();
+                let output = match self.permission(call).await {
+                    Ok(()) => self.tools.call(&call.name, &call.arguments, &context).await,
+                    Err(refusal) => ToolOutput::error(refusal),
+                };
+                vec![(output, elapsed_ms(started))]
+            };
+            for (call, (output, duration_ms)) in batch.iter().zip(outputs) {
+                self.finish_call(call, output, duration_ms, sink)?;
+            }
+            index = end;
+        }
+        Ok(())
+    }
+
+    fn finish_call(
+        &mut self,
+        call: &ToolCall,
+        output: ToolOutput,
+        duration_ms: u64,
+        sink: &dyn EventSink,
+    ) -> Result<(), AgentError> {
+        let item = RecordItem::ToolResult {
+            id: call.id.clone(),
+            output: output.content.clone(),
+            is_error: output.is_error,
+            duration_ms,
+        };
+        self.history.apply(&item);
+        self.write(item)?;
+        if let Some(plan) = output.plan {
+            sink.emit(AgentEvent::Plan(plan));
+        }
+        sink.emit(AgentEvent::ToolCallCompleted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            output: output.content,
+            is_error: output.is_error,
+            changes: output.changes,
+        });
+        Ok(())
+    }
+
+    /// Decides whether a call that may change things runs. `Err` is the refusal for the model.
+    async fn permission(&mut self, call: &ToolCall) -> Result<(), String> {
+        match self.settings.mode {
+            Mode::Auto | Mode::Yolo => Ok(()),
+            Mode::ReadOnly => {
+                Err(format!("`{}` is not allowed: the session is in read-only mode", call.name))
+            }
+            Mode::Ask if self.always_allowed.contains(&call.name) => Ok(()),
+            Mode::Ask => {
+                let request = ApprovalRequest {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                };
+                match self.approver.request(request).await {
+                    ApprovalDecision::AllowOnce => Ok(()),
+                    ApprovalDecision::AllowAlways => {
+                        self.always_allowed.insert(call.name.clone());
+                        Ok(())
+                    }
+                    ApprovalDecision::Deny { reason } => Err(match reason {
+                        Some(reason) => format!("the user denied `{}`: {reason}", call.name),
+                        None => format!("the user denied `{}`", call.name),
+                    }),
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, item: RecordItem) -> Result<(), AgentError> {
+        self.record.append(&RecordEntry::now(item)).map_err(AgentError::Record)
+    }
+
+    fn item_id(&mut self, kind: &str) -> String {
+        self.next_item += 1;
+        format!("{kind}_{}", self.next_item)
+    }
+}
+
+enum Step {
+    Answer(String),
+    ToolCalls(Vec<ToolCall>),
+    Stopped { reason: StopReason, text: String, error: Option<String> },
+}
+
+impl Step {
+    fn stopped(reason: StopReason, error: Option<String>) -> Self {
+        Step::Stopped { reason, text: String::new(), error }
+    }
+}
+
+/// A response as it streams in.
+struct Response {
+    text_item: String,
+    reasoning_item: String,
+    text: String,
+    reasoning: String,
+    reasoning_opaque: Option<serde_json::Value>,
+    calls: Vec<ToolCall>,
+    usage: Option<kestrel_model::TokenUsage>,
+    finish: Option<FinishReason>,
+}
+
+impl Response {
+    fn new(text_item: String, reasoning_item: String) -> Self {
+        Self {
+            text_item,
+            reasoning_item,
+            text: String::new(),
+            reasoning: String::new(),
+            reasoning_opaque: None,
+            calls: Vec::new(),
+            usage: None,
+            finish: None,
+        }
+    }
+
+    fn absorb(&mut self, event: StreamEvent, sink: &dyn EventSink) -> Option<FinishReason> {
+        match event {
+            StreamEvent::TextDelta(delta) => {
+                self.text.push_str(&delta);
+                sink.emit(AgentEvent::TextDelta { item_id: self.text_item.clone(), delta });
+            }
+            StreamEvent::ReasoningDelta(delta) => {
+                self.reasoning.push_str(&delta);
+                sink.emit(AgentEvent::ReasoningDelta {
+                    item_id: self.reasoning_item.clone(),
+                    delta,
+                });
+            }
+            StreamEvent::ReasoningCompleted(reasoning) => {
+                if self.reasoning.is_empty() {
+                    self.reasoning = reasoning.text;
+                }
+                if reasoning.opaque.is_some() {
+                    self.reasoning_opaque = reasoning.opaque;
+                }
+            }
+            StreamEvent::ToolCallStarted { .. } | StreamEvent::ToolCallArgumentsDelta { .. } => {}
+            StreamEvent::ToolCallCompleted { call, .. } => self.calls.push(call),
+            StreamEvent::Usage(usage) => self.usage = Some(usage),
+            StreamEvent::Completed { finish_reason } => return Some(finish_reason),
+        }
+        None
+    }
+}
+
+async fn timed(future: impl std::future::Future<Output = ToolOutput>) -> (ToolOutput, u64) {
+    let started = Instant::now();
+    let output = future.await;
+    (output, elapsed_ms(started))
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

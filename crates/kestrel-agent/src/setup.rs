@@ -1,0 +1,203 @@
+//! From config and flags to a running `Session`: which provider and key, which model,
+//! the system prompt, and the record (new, or resumed with its history replayed).
+
+use crate::AgentError;
+use crate::approval::Approver;
+use crate::history::History;
+use crate::instructions::find_instructions;
+use crate::session::{Session, SessionSettings};
+use kestrel_model::{ClientOptions, ModelClient, ProviderConfig, ReasoningEffort, WireApi};
+use kestrel_protocol::{
+    Mode, Notice, NoticeKind, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId,
+    StopReason, Timestamp,
+};
+use kestrel_store::{Config, KestrelHome, SessionRecord, WireApiSetting, split_model_ref};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const BASE_PROMPT: &str = include_str!("system_prompt.md");
+
+/// Everything a host decided before a session opens.
+#[derive(Clone)]
+pub struct Launch {
+    pub home: KestrelHome,
+    pub config: Config,
+    pub cwd: PathBuf,
+    /// `provider/model`, already chosen by flag, environment or config; `None` on resume
+    /// means "the model the record names".
+    pub model: Option<String>,
+    pub mode: Mode,
+    pub reasoning: Option<ReasoningEffort>,
+    pub max_turns: Option<u32>,
+    pub client_options: ClientOptions,
+}
+
+/// The provider to call for `provider/model`, its key read from the environment.
+pub struct ResolvedModel {
+    pub provider: ProviderConfig,
+    /// The model id sent to the provider.
+    pub model_id: String,
+    /// The client options with the provider's own retry and timeout settings applied.
+    pub client_options: ClientOptions,
+}
+
+/// Finds the provider of `provider/model` and reads its key. Fails before any request
+/// when the provider is unknown or its key variable is unset or empty.
+pub fn resolve_model(
+    config: &Config,
+    home: &KestrelHome,
+    model_ref: &str,
+    options: &ClientOptions,
+) -> Result<ResolvedModel, AgentError> {
+    let (provider_name, model_id) = split_model_ref(model_ref)?;
+    let config_path = home.config_file().display().to_string();
+    let Some(settings) = config.provider(&provider_name) else {
+        return Err(AgentError::UnknownProvider {
+            provider: provider_name,
+            model: model_ref.to_string(),
+            known: config.provider_names().join(", "),
+            config: config_path,
+        });
+    };
+    let api_key = match &settings.api_key_env {
+        Some(variable) => match std::env::var(variable) {
+            Ok(value) if !value.trim().is_empty() => Some(value),
+            Ok(_) | Err(_) => {
+                return Err(AgentError::MissingApiKey {
+                    provider: provider_name,
+                    variable: variable.clone(),
+                });
+            }
+        },
+        None => None,
+    };
+    let wire_api = match settings.wire_api {
+        WireApiSetting::Chat => WireApi::Chat,
+        WireApiSetting::Responses => WireApi::Responses,
+        WireApiSetting::Anthropic => WireApi::Anthropic,
+    };
+    let provider = ProviderConfig {
+        name: provider_name,
+        base_url: settings.base_url.clone(),
+        wire_api,
+        api_key,
+        api_key_env: settings.api_key_env.clone(),
+        headers: settings.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    };
+    let mut client_options = options.clone();
+    if let Some(retries) = settings.request_max_retries {
+        client_options.retry.max_attempts = retries.saturating_add(1);
+    }
+    if let Some(millis) = settings.stream_idle_timeout_ms {
+        client_options.idle_timeout = std::time::Duration::from_millis(millis);
+    }
+    Ok(ResolvedModel { provider, model_id, client_options })
+}
+
+/// The system prompt: Kestrel's own, then the project instructions that apply in `cwd`.
+pub fn system_prompt(home: &KestrelHome, cwd: &Path) -> String {
+    let mut prompt = BASE_PROMPT.to_string();
+    prompt.push_str(&format!("\nWorking directory: {}\n", cwd.display()));
+    for file in find_instructions(&home.agents_md(), cwd) {
+        prompt.push_str(&format!(
+            "\n# Instructions from {}\n\n{}\n",
+            file.path.display(),
+            file.text.trim_end()
+        ));
+    }
+    prompt
+}
+
+/// Opens a new session, or resumes `resume` with its history replayed. A turn the
+/// record shows unfinished is recorded as interrupted (and never re-sent by itself).
+pub fn open_session(
+    launch: &Launch,
+    resume: Option<&SessionId>,
+    approver: Arc<dyn Approver>,
+) -> Result<Session, AgentError> {
+    let (record, history, header_model) = match resume {
+        None => {
+            let model_ref = launch.model.clone().ok_or_else(|| AgentError::NoModel {
+                config: launch.home.config_file().display().to_string(),
+            })?;
+            let (provider_name, model_id) = split_model_ref(&model_ref)?;
+            // Check the provider and key before anything is written.
+            resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
+            let header = RecordHeader {
+                id: SessionId::new(),
+                version: RECORD_VERSION,
+                created_at: Timestamp::now(),
+                cwd: launch.cwd.display().to_string(),
+                provider: provider_name,
+                model: model_id,
+                parent_id: None,
+                forked_from: None,
+            };
+            (SessionRecord::create(&launch.home, header)?, History::default(), model_ref)
+        }
+        Some(id) => {
+            let (mut record, replay) = SessionRecord::open(&launch.home, id)?;
+            let model_ref = format!("{}/{}", replay.header.provider, replay.header.model);
+            let mut history = History::default();
+            for entry in replay.from_compaction() {
+                history.apply(&entry.item);
+            }
+            close_unfinished_turn(&mut record, &mut history, &replay.entries)?;
+            (record, history, model_ref)
+        }
+    };
+    let model_ref = launch.model.clone().unwrap_or(header_model);
+    let resolved = resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
+    let model_id = resolved.model_id;
+    let client = ModelClient::new(resolved.provider, resolved.client_options)?;
+    let settings = SessionSettings {
+        cwd: launch.cwd.clone(),
+        workspace: launch.cwd.clone(),
+        mode: launch.mode,
+        network: launch.config.sandbox.network,
+        model: model_id,
+        reasoning: launch.reasoning,
+        max_turns: launch.max_turns,
+        system_prompt: system_prompt(&launch.home, &launch.cwd),
+    };
+    let tools = kestrel_tools::builtin_tools();
+    Ok(Session::new(record, history, client, tools, settings, approver))
+}
+
+/// Records a turn that has a start but no end as interrupted, answering its tool calls
+/// so the conversation stays valid for every API.
+fn close_unfinished_turn(
+    record: &mut SessionRecord,
+    history: &mut History,
+    entries: &[RecordEntry],
+) -> Result<(), AgentError> {
+    let last_marker =
+        entries.iter().rev().map(|entry| &entry.item).find(|item| {
+            matches!(item, RecordItem::TurnStarted {} | RecordItem::TurnCompleted { .. })
+        });
+    if !matches!(last_marker, Some(RecordItem::TurnStarted {})) {
+        return Ok(());
+    }
+    let mut items: Vec<RecordItem> = history
+        .unanswered_calls()
+        .into_iter()
+        .map(|call| RecordItem::ToolResult {
+            id: call.id,
+            output: "this tool call was interrupted before it finished".to_string(),
+            is_error: true,
+            duration_ms: 0,
+        })
+        .collect();
+    items.push(RecordItem::Notice {
+        notice: Notice {
+            kind: NoticeKind::Error,
+            message: "the previous turn was interrupted; it was not re-sent".to_string(),
+        },
+    });
+    items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });
+    for item in items {
+        history.apply(&item);
+        record.append(&RecordEntry::now(item)).map_err(AgentError::Record)?;
+    }
+    Ok(())
+}

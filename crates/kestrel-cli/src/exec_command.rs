@@ -1,0 +1,232 @@
+//! `kestrel exec` and `kestrel exec resume`: flags and environment to a `Launch`.
+
+use clap::{Args, Subcommand};
+use kestrel_agent::{AgentError, ExecOptions, ExecOutput, Launch, ResumeTarget, run_exec};
+use kestrel_model::{ClientOptions, ReasoningEffort, RetryNotice};
+use kestrel_protocol::Mode;
+use kestrel_store::{Config, KestrelHome};
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ExecArgs {
+    #[command(subcommand)]
+    resume: Option<ExecSubcommand>,
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The prompt; `-` (or nothing, with stdin not a terminal) reads it from stdin.
+    prompt: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum ExecSubcommand {
+    /// Continue a session with a new prompt.
+    Resume {
+        /// Continue the newest session started in this directory.
+        #[arg(long)]
+        last: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+        /// `ID PROMPT`, or just `PROMPT` with --last (the id may be a unique prefix;
+        /// the prompt may be `-` for stdin).
+        #[arg(num_args = 0..=2, value_name = "ID PROMPT")]
+        words: Vec<String>,
+    },
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// Print JSONL events on stdout instead of the final answer.
+    #[arg(long)]
+    json: bool,
+    /// The model as PROVIDER/MODEL (overrides KESTREL_MODEL and config).
+    #[arg(long, short = 'm')]
+    model: Option<String>,
+    /// read-only, ask, auto or yolo (default for exec: auto).
+    #[arg(long)]
+    mode: Option<String>,
+    /// Run in this directory.
+    #[arg(long = "cd", short = 'C')]
+    cd: Option<PathBuf>,
+    /// Stop after this many model requests.
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Also write the final answer to this file.
+    #[arg(long)]
+    output_last_message: Option<PathBuf>,
+    /// Reasoning effort: minimal, low, medium or high.
+    #[arg(long)]
+    reasoning: Option<String>,
+}
+
+pub fn run(args: ExecArgs) -> ExitCode {
+    let (common, prompt, resume) = match args.resume {
+        Some(ExecSubcommand::Resume { last, common, mut words }) => {
+            let target = if last {
+                if words.len() > 1 {
+                    return fail(&AgentError::Usage(
+                        "exec resume --last takes only a prompt, not an id".to_string(),
+                    ));
+                }
+                ResumeTarget::Last
+            } else if words.is_empty() {
+                return fail(&AgentError::Usage(
+                    "exec resume needs a session id or --last".to_string(),
+                ));
+            } else {
+                ResumeTarget::Id(words.remove(0))
+            };
+            (common, words.pop(), Some(target))
+        }
+        None => (args.common, args.prompt, None),
+    };
+    match prepare(&common, prompt, resume) {
+        Ok((launch, options)) => execute(launch, options),
+        Err(error) => fail(&error),
+    }
+}
+
+fn fail(error: &AgentError) -> ExitCode {
+    eprintln!("kestrel: {error}");
+    ExitCode::from(error.exit_code())
+}
+
+fn prepare(
+    common: &CommonArgs,
+    prompt: Option<String>,
+    resume: Option<ResumeTarget>,
+) -> Result<(Launch, ExecOptions), AgentError> {
+    let home = KestrelHome::from_env()?;
+    let cwd = match &common.cd {
+        Some(dir) => std::fs::canonicalize(dir)
+            .map_err(|error| AgentError::Usage(format!("--cd {}: {error}", dir.display())))?,
+        None => std::env::current_dir().map_err(|error| {
+            AgentError::Usage(format!("cannot read the current directory: {error}"))
+        })?,
+    };
+    let config = Config::load(&home, &cwd)?;
+    // exec ignores config `mode`: no one is there to answer questions.
+    let mode = match (common.mode.clone(), env("KESTREL_MODE")) {
+        (Some(mode), _) | (None, Some(mode)) => mode.parse::<Mode>().map_err(AgentError::Usage)?,
+        (None, None) => Mode::Auto,
+    };
+    // On resume the record's model is used unless one is named explicitly.
+    let model = common
+        .model
+        .clone()
+        .or_else(|| env("KESTREL_MODEL"))
+        .or_else(|| if resume.is_some() { None } else { config.model.clone() });
+    let configured = config.reasoning_effort.map(|effort| effort.as_str().to_owned());
+    let reasoning = match common.reasoning.clone().or(configured) {
+        Some(text) => Some(parse_reasoning(&text)?),
+        None => None,
+    };
+    let prompt = read_prompt(prompt)?;
+    let launch = Launch {
+        home,
+        max_turns: common.max_turns.or(config.max_turns),
+        config,
+        cwd,
+        model,
+        mode,
+        reasoning,
+        client_options: client_options(),
+    };
+    let options = ExecOptions {
+        prompt,
+        json: common.json,
+        output_last_message: common.output_last_message.clone(),
+        resume,
+        progress: !common.json && std::io::stderr().is_terminal(),
+    };
+    Ok((launch, options))
+}
+
+fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("kestrel: cannot start the async runtime: {error}");
+                return ExitCode::from(1);
+            }
+        };
+    let cancel = CancellationToken::new();
+    let output =
+        ExecOutput { stdout: Box::new(std::io::stdout()), stderr: Box::new(std::io::stderr()) };
+    let result = runtime.block_on(async {
+        let watcher = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                watcher.cancel();
+            }
+            // A second Ctrl+C leaves at once.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+        run_exec(launch, options, output, cancel).await
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => fail(&error),
+    }
+}
+
+fn client_options() -> ClientOptions {
+    let on_retry = Arc::new(|notice: &RetryNotice| {
+        eprintln!(
+            "kestrel: retrying {} in {:.1}s (try {}/{}): {}",
+            notice.url,
+            notice.delay.as_secs_f64(),
+            notice.attempt,
+            notice.max_attempts,
+            notice.reason
+        );
+    });
+    ClientOptions { on_retry: Some(on_retry), ..ClientOptions::default() }
+}
+
+fn read_prompt(prompt: Option<String>) -> Result<String, AgentError> {
+    let from_stdin = match prompt.as_deref() {
+        Some("-") => true,
+        Some(_) => false,
+        None if !std::io::stdin().is_terminal() => true,
+        None => {
+            return Err(AgentError::Usage(
+                "no prompt: pass it as an argument, or `-` to read it from stdin".to_string(),
+            ));
+        }
+    };
+    let text = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(AgentError::Stdin)?;
+        text
+    } else {
+        prompt.unwrap_or_default()
+    };
+    if text.trim().is_empty() {
+        return Err(AgentError::Usage("the prompt is empty".to_string()));
+    }
+    Ok(text)
+}
+
+fn parse_reasoning(text: &str) -> Result<ReasoningEffort, AgentError> {
+    match text {
+        "minimal" => Ok(ReasoningEffort::Minimal),
+        "low" => Ok(ReasoningEffort::Low),
+        "medium" => Ok(ReasoningEffort::Medium),
+        "high" => Ok(ReasoningEffort::High),
+        other => Err(AgentError::Usage(format!(
+            "unknown reasoning effort `{other}`: expected minimal, low, medium or high"
+        ))),
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
+}

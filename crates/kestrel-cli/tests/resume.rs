@@ -1,0 +1,110 @@
+//! Sessions outlive their process: resume replays the record into the same conversation,
+//! fork copies it, and `kestrel sessions` lists them from the index.
+
+mod common;
+
+use common::{TestEnv, Wire, stderr, stdout};
+use kestrel_testkit::{Script, Step};
+use serde_json::json;
+
+fn two_turn_script() -> Script {
+    Script::new([
+        Step::tool_call("write_file", json!({"path": "a.txt", "content": "alpha\n"})),
+        Step::text("wrote a.txt"),
+        Step::text("second answer"),
+    ])
+}
+
+#[test]
+fn resume_last_sends_the_same_conversation_plus_the_new_prompt() {
+    for wire in Wire::ALL {
+        let env = TestEnv::new(wire, two_turn_script());
+        let first = env.kestrel(&["exec", "first prompt"]);
+        assert!(first.status.success(), "{wire:?}: {}", stderr(&first));
+        let second = env.kestrel(&["exec", "resume", "--last", "second prompt"]);
+        assert!(second.status.success(), "{wire:?}: {}", stderr(&second));
+        assert_eq!(stdout(&second), "second answer\n");
+
+        let requests = env.requests();
+        assert_eq!(requests.len(), 3);
+        let key = match wire {
+            Wire::Chat | Wire::Anthropic => "messages",
+            Wire::Responses => "input",
+        };
+        let before = requests[1].body[key].as_array().unwrap().clone();
+        let after = requests[2].body[key].as_array().unwrap().clone();
+        // The resumed request starts with exactly what the first session last sent
+        // (cache markers aside), then the first answer and the new prompt.
+        assert!(after.len() > before.len(), "{wire:?}");
+        for (old, new) in before.iter().zip(&after) {
+            assert_eq!(strip_cache(old), strip_cache(new), "{wire:?}");
+        }
+        let tail = serde_json::to_string(&after[before.len()..]).unwrap();
+        assert!(tail.contains("wrote a.txt") && tail.contains("second prompt"), "{wire:?}: {tail}");
+        assert_eq!(env.records().len(), 1, "resume appends to the same record");
+    }
+}
+
+fn strip_cache(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| key.as_str() != "cache_control")
+            .map(|(key, value)| (key.clone(), strip_cache(value)))
+            .collect(),
+        serde_json::Value::Array(items) => items.iter().map(strip_cache).collect(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn resume_by_id_prefix_and_sessions_listing() {
+    let env = TestEnv::new(Wire::Chat, two_turn_script());
+    let first = env.kestrel(&["exec", "--json", "list me"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let started: serde_json::Value =
+        serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
+    let id = started["session_id"].as_str().unwrap().to_string();
+
+    let listing = env.kestrel(&["sessions"]);
+    assert!(listing.status.success());
+    let text = stdout(&listing);
+    assert!(text.contains(&id) && text.contains("list me"), "{text}");
+
+    let prefix = &id[..13];
+    let second = env.kestrel(&["exec", "resume", prefix, "again"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(stdout(&second), "second answer\n");
+}
+
+#[test]
+fn resume_of_an_unknown_session_is_a_clear_error() {
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    let output = env.kestrel(&["exec", "resume", "no-such-session", "hi"]);
+    assert_ne!(output.status.code(), Some(0));
+    assert!(stderr(&output).contains("no-such-session"), "{}", stderr(&output));
+}
+
+#[test]
+fn fork_copies_the_record_up_to_an_item() {
+    let env = TestEnv::new(Wire::Chat, two_turn_script());
+    let first = env.kestrel(&["exec", "--json", "fork me"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let started: serde_json::Value =
+        serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
+    let id = started["session_id"].as_str().unwrap().to_string();
+
+    let fork = env.kestrel(&["fork", &id, "--at", "2"]);
+    assert!(fork.status.success(), "{}", stderr(&fork));
+    let fork_id = stdout(&fork).trim().to_string();
+    assert_ne!(fork_id, id);
+    let records = env.records();
+    assert_eq!(records.len(), 2);
+    let forked = records
+        .iter()
+        .map(|path| common::read_lines(path))
+        .find(|lines| lines[0]["id"] == fork_id.as_str())
+        .unwrap();
+    assert_eq!(forked.len(), 3, "header plus two items");
+    assert_eq!(forked[0]["forked_from"]["session_id"], id.as_str());
+}
