@@ -16,8 +16,12 @@ pub(super) fn validate(body: &Value, headers: &[(String, String)]) -> Result<(),
     if !body.get("max_tokens").is_some_and(Value::is_u64) {
         return Err("max_tokens: Field required".into());
     }
-    if !body.get("messages").is_some_and(Value::is_array) {
-        return Err("messages: Field required".into());
+    match body.get("messages").and_then(Value::as_array) {
+        None => return Err("messages: Field required".into()),
+        Some(messages) if messages.is_empty() => {
+            return Err("messages: at least one message is required".into());
+        }
+        Some(_) => {}
     }
     Ok(())
 }
