@@ -63,11 +63,12 @@ async fn the_registry_turns_unknown_tools_and_bad_json_into_error_outputs() {
 fn builtin_tools_have_the_fixed_names_schemas_and_read_only_flags() {
     let registry = builtin_tools();
     let names: Vec<String> = registry.definitions().into_iter().map(|d| d.name).collect();
-    // Other owners add apply_patch, task and MCP tools to the same registry.
+    // Other owners add task and MCP tools to the same registry.
     for expected in [
         "read_file",
         "write_file",
         "edit_file",
+        "apply_patch",
         "shell",
         "grep",
         "glob",
@@ -82,7 +83,7 @@ fn builtin_tools_have_the_fixed_names_schemas_and_read_only_flags() {
         assert!(definition.description.len() > 40, "{} is described", definition.name);
     }
     let read_only = ["read_file", "grep", "glob", "list_dir", "update_plan", "web_fetch"];
-    let writers = ["write_file", "edit_file", "shell"];
+    let writers = ["write_file", "edit_file", "apply_patch", "shell"];
     for name in read_only {
         assert!(registry.is_read_only(name), "{name}");
     }
