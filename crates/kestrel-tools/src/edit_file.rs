@@ -74,6 +74,12 @@ impl Tool for EditFileTool {
                     "old_string and new_string are the same, so the edit would change nothing",
                 );
             }
+            if let Ok(metadata) = tokio::fs::metadata(&path).await
+                && !metadata.is_file()
+                && !metadata.is_dir()
+            {
+                return ToolOutput::error(format!("{shown} is not a regular file"));
+            }
             let bytes = match tokio::fs::read(&path).await {
                 Ok(bytes) => bytes,
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {

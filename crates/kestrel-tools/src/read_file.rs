@@ -112,6 +112,12 @@ fn read_page(path: &Path, shown: &str, page: Page) -> ToolOutput {
             "{shown} is a directory, not a file; use list_dir to see what it contains"
         ));
     }
+    if !metadata.is_file() {
+        // Opening a FIFO would block forever; devices and sockets are not text files.
+        return ToolOutput::error(format!(
+            "{shown} is not a regular file (a device, socket or pipe); read_file only reads files"
+        ));
+    }
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(error) => return ToolOutput::error(format!("cannot open {shown}: {error}")),

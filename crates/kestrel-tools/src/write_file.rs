@@ -54,6 +54,14 @@ impl Tool for WriteFileTool {
                 Err(reason) => return ToolOutput::error(reason),
             };
             let shown = paths::display(context, &path);
+            if let Ok(metadata) = tokio::fs::metadata(&path).await
+                && !metadata.is_file()
+            {
+                let what = if metadata.is_dir() { "a directory" } else { "not a regular file" };
+                return ToolOutput::error(format!(
+                    "{shown} is {what}; write_file needs a file path"
+                ));
+            }
             let old = match tokio::fs::read(&path).await {
                 Ok(bytes) => Some(bytes),
                 Err(error) if error.kind() == io::ErrorKind::NotFound => None,
@@ -64,11 +72,6 @@ impl Tool for WriteFileTool {
                 }
                 Err(error) => return ToolOutput::error(format!("cannot write {shown}: {error}")),
             };
-            if tokio::fs::metadata(&path).await.is_ok_and(|metadata| metadata.is_dir()) {
-                return ToolOutput::error(format!(
-                    "{shown} is a directory; write_file needs a file path"
-                ));
-            }
             if let Some(parent) = path.parent()
                 && let Err(error) = tokio::fs::create_dir_all(parent).await
             {

@@ -121,3 +121,16 @@ fn tail(text: &str) -> &str {
     let start = text.char_indices().rev().nth(300).map_or(0, |(index, _)| index);
     &text[start..]
 }
+
+#[tokio::test]
+async fn a_fifo_is_refused_instead_of_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("pipe").display().to_string()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let ctx = context(dir.path(), Mode::Auto);
+    let output = call(&ctx, "read_file", json!({"path": "pipe"})).await;
+    assert!(err(&output).contains("not a regular file"), "{}", output.content);
+    let output = call(&ctx, "write_file", json!({"path": "pipe", "content": "x"})).await;
+    assert!(err(&output).contains("not a regular file"), "{}", output.content);
+}
