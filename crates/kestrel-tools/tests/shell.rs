@@ -89,11 +89,11 @@ async fn a_timeout_kills_the_whole_tree() {
     let output = call(
         &ctx,
         "shell",
-        json!({"command": "sleep 1000 & echo \"child=$!\"; wait", "timeout_ms": 500}),
+        json!({"command": "sleep 1000 & echo \"child=$!\"; wait", "timeout_ms": 1500}),
     )
     .await;
     let content = err(&output);
-    assert!(content.contains("timed out after 500 ms"), "{content}");
+    assert!(content.contains("timed out after 1500 ms"), "{content}");
     let pid: i32 = content
         .split("child=")
         .nth(1)
@@ -113,7 +113,7 @@ async fn a_command_trapping_sigterm_is_still_killed() {
          while true; do sleep 0.1; done",
         pid_file.display()
     );
-    let output = call(&ctx, "shell", json!({"command": command, "timeout_ms": 700})).await;
+    let output = call(&ctx, "shell", json!({"command": command, "timeout_ms": 1500})).await;
     let content = err(&output);
     assert!(content.contains("timed out"), "{content}");
     assert!(content.contains("killed by signal 9"), "SIGKILL ended it: {content}");
