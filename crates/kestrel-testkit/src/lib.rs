@@ -1,15 +1,35 @@
 //! Test support for Kestrel: a scripted model server that speaks the three wire APIs
 //! exactly as the real providers do, with a request log and fault injection.
 //!
+//! [`ScriptedServer`] listens on 127.0.0.1 and answers `POST {base}/chat/completions`
+//! (OpenAI Chat Completions), `{base}/responses` (OpenAI Responses) and `{base}/messages`
+//! (Anthropic Messages), streaming (SSE) when the request says `"stream": true`, plus
+//! `GET {base}/models`. Each model request consumes the next [`Step`] of the [`Script`];
+//! once none is left it answers HTTP 500 "scripted model: script exhausted".
+//!
 //! ```no_run
-//! use kestrel_testkit::{ScriptedServer, Script, Step};
+//! use kestrel_testkit::{Fault, ScriptedServer, Script, Step};
 //! let server = ScriptedServer::start(Script::new([
-//!     Step::tool_call("read_file", serde_json::json!({"path": "README.md"})),
-//!     Step::text("It is a README."),
+//!     Step::tool_call("read_file", serde_json::json!({"path": "README.md"}))
+//!         .with_fault(Fault::Status { status: 429, retry_after_secs: Some(1), message: None, times: None }),
+//!     Step::text("It is a README.").with_reasoning("The file says so."),
 //! ]))?;
 //! // point a provider's base_url at server.base_url(), run the client, then:
 //! assert_eq!(server.remaining(), 0);
+//! assert_eq!(server.requests()[0].path, "/v1/chat/completions");
 //! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The same script as JSON, for the `scripted-model` binary
+//! (`scripted-model --script FILE.json [--port N] [--log FILE.jsonl]`):
+//!
+//! ```json
+//! {"steps": [
+//!   {"reply": {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+//!    "fault": {"kind": "status", "status": 429, "retry_after_secs": 1}},
+//!   {"reply": {"text": "It is a README.", "reasoning": "The file says so.",
+//!              "usage": {"input_tokens": 120, "cached_input_tokens": 100, "output_tokens": 9}}}
+//! ]}
 //! ```
 
 mod http;

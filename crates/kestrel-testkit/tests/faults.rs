@@ -183,3 +183,27 @@ fn exhausted_script_answers_500_in_each_api_shape_and_logs_the_request() {
         assert_eq!(server.requests().len(), 2);
     }
 }
+
+#[test]
+fn dropping_the_server_ends_a_slow_stream_at_once() {
+    use std::io::{Read, Write};
+    let server = start(Step::text("a b c").with_fault(Fault::SlowChunks { delay_ms: 600_000 }));
+    let body = request_body("messages", true).to_string();
+    let mut stream = std::net::TcpStream::connect(server.address()).expect("connect");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut first = [0; 256];
+    let read = stream.read(&mut first).expect("the head and first event come at once");
+    assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200 OK"));
+
+    drop(server); // must not wait out the ten-minute delay
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).expect("the connection closes");
+    let text = String::from_utf8_lossy(&rest);
+    assert!(!text.contains("message_stop"), "the stream was cut, not finished");
+}

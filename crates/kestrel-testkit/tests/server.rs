@@ -289,3 +289,9 @@ async fn works_from_async_tests_and_drops_inside_a_runtime() {
     assert!(response.contains("\"async\""));
     drop(server);
 }
+
+#[test]
+fn the_server_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ScriptedServer>();
+}
