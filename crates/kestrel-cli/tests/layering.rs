@@ -10,7 +10,9 @@ fn allowed(from: &str, to: &str) -> bool {
         "kestrel-platform" => &["kestrel-protocol"],
         "kestrel-store" => &["kestrel-platform", "kestrel-protocol"],
         "kestrel-model" => &["kestrel-store", "kestrel-platform", "kestrel-protocol"],
-        "kestrel-tools" => &["kestrel-store", "kestrel-platform", "kestrel-protocol", "kestrel-model"],
+        "kestrel-tools" => {
+            &["kestrel-store", "kestrel-platform", "kestrel-protocol", "kestrel-model"]
+        }
         "kestrel-agent" => &[
             "kestrel-tools",
             "kestrel-model",
