@@ -1,0 +1,125 @@
+//! Shared helpers for the HTTP-level tests: clients pointed at a scripted server,
+//! fast retry policies, and bounded event collection (no test may hang).
+
+// Test support: a failed set-up should stop the test loudly.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kestrel_model::{
+    ClientOptions, ContentPart, Message, ModelClient, ModelError, ModelRequest, ProviderConfig,
+    ResponseStream, RetryNotice, RetryPolicy, StreamEvent, ToolSpec, WireApi,
+};
+
+pub const WIRES: [WireApi; 3] = [WireApi::Chat, WireApi::Responses, WireApi::Anthropic];
+
+/// Every wait in these tests is bounded by this.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn provider(base_url: &str, wire_api: WireApi) -> ProviderConfig {
+    ProviderConfig {
+        name: "scripted".into(),
+        base_url: base_url.into(),
+        wire_api,
+        api_key: Some("sk-test-key".into()),
+        api_key_env: Some("SCRIPTED_API_KEY".into()),
+        headers: vec![],
+    }
+}
+
+/// Retries that take milliseconds, so exhausting them is quick.
+pub fn fast_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        budget: Duration::from_secs(10),
+    }
+}
+
+/// Options with fast retries and a log of every retry notice.
+pub fn options(max_attempts: u32) -> (ClientOptions, Arc<Mutex<Vec<RetryNotice>>>) {
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&notices);
+    let options = ClientOptions {
+        retry: fast_retry(max_attempts),
+        idle_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(5),
+        on_retry: Some(Arc::new(move |notice: &RetryNotice| {
+            sink.lock().unwrap().push(notice.clone());
+        })),
+        ..ClientOptions::default()
+    };
+    (options, notices)
+}
+
+pub fn client_for(base_url: &str, wire_api: WireApi, options: ClientOptions) -> ModelClient {
+    kestrel_model::install_crypto_provider();
+    ModelClient::new(provider(base_url, wire_api), options).unwrap()
+}
+
+pub fn request() -> ModelRequest {
+    ModelRequest {
+        model: "test-model".into(),
+        system: "You are a test.".into(),
+        messages: vec![Message::User { content: vec![ContentPart::Text("Hello".into())] }],
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            }),
+        }],
+        reasoning: None,
+        max_output_tokens: None,
+        cache_key: Some("test-session".into()),
+    }
+}
+
+/// Reads the stream to its end: the events, then the error that ended it, if any.
+pub async fn collect(stream: &mut ResponseStream) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut events = Vec::new();
+    loop {
+        let next = tokio::time::timeout(TEST_TIMEOUT, stream.next()).await;
+        match next.expect("the stream stalled past the test timeout") {
+            Some(Ok(event)) => events.push(event),
+            Some(Err(error)) => return (events, Some(error)),
+            None => return (events, None),
+        }
+    }
+}
+
+/// The concatenated text deltas.
+pub fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| {
+            if let StreamEvent::TextDelta(text) = event { Some(text.as_str()) } else { None }
+        })
+        .collect()
+}
+
+/// A `http://127.0.0.1:PORT/v1` where nothing listens.
+pub fn unreachable_base_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// The error `stream()` fails with; panics if it succeeds or stalls.
+pub async fn stream_error(client: &ModelClient) -> ModelError {
+    let result = tokio::time::timeout(
+        TEST_TIMEOUT,
+        client.stream(&request(), &tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("stream() stalled past the test timeout");
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(error) => error,
+    }
+}
