@@ -1,0 +1,7 @@
+fn start() {
+    run(1);
+}
+
+fn stop() {
+    run(1);
+}

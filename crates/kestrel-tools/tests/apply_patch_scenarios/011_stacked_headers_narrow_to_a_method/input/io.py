@@ -1,0 +1,7 @@
+class Reader:
+    def close(self):
+        return None
+
+class Writer:
+    def close(self):
+        return None

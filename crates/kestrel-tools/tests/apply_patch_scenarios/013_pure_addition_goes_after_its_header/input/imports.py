@@ -1,0 +1,4 @@
+import os
+import re
+
+print(os.sep)

@@ -1,0 +1,4 @@
+@echo off
+echo two
+echo three
+exit /b 0

@@ -1,0 +1,3 @@
+@echo off
+echo one
+exit /b 0
