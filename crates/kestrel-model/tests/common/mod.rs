@@ -123,3 +123,52 @@ pub async fn stream_error(client: &ModelClient) -> ModelError {
         Err(error) => error,
     }
 }
+
+/// A complete Chat Completions stream saying `text`, as a raw HTTP/1.1 response.
+pub fn chat_sse_response(text: &str) -> Vec<u8> {
+    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
+    let body = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads one HTTP/1.1 request (head and `content-length` body) and returns its head.
+pub async fn read_request_head<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<String> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let head_end = loop {
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "request cut short",
+            ));
+        }
+        received.extend_from_slice(&buffer[..read]);
+        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while received.len() < head_end + length {
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        received.extend_from_slice(&buffer[..read]);
+    }
+    Ok(head)
+}
