@@ -4,6 +4,7 @@
 
 mod exec_event;
 mod ids;
+pub mod jsonrpc;
 mod mode;
 mod record;
 mod time;
