@@ -9,7 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::provider_error::{ProviderError, WireError};
 use crate::retry::{self, Backoff};
-use crate::stream::{PullError, ResponseStream, StreamContext, describe_duration, error_chain};
+use crate::stream::{
+    PullError, ResponseStream, StreamContext, describe_duration, error_chain, transport_error,
+};
 use crate::tls;
 use crate::types::{
     ClientOptions, ModelError, ModelRequest, ProviderConfig, RetryNotice, StreamEvent, TokenUsage,
@@ -205,7 +207,7 @@ impl ModelClient {
                 let message = format!("no response within {}", describe_duration(idle));
                 return Err(AttemptFailure::Network(message));
             }
-            Ok(Err(error)) => return Err(AttemptFailure::Network(error_chain(&error))),
+            Ok(Err(error)) => return Err(AttemptFailure::Network(transport_error(&error))),
             Ok(Ok(response)) => response,
         };
         let status = response.status().as_u16();

@@ -174,7 +174,7 @@ impl ResponseStream {
                 "no data for {} (idle timeout)",
                 describe_duration(idle)
             ))),
-            Ok(Some(Err(error))) => Err(PullError::Transport(error_chain(&error))),
+            Ok(Some(Err(error))) => Err(PullError::Transport(transport_error(&error))),
             Ok(Some(Ok(bytes))) => {
                 let events = self.parser.feed(&bytes);
                 self.decode(&events)
@@ -240,6 +240,23 @@ pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
             message.push_str(&text);
         }
         source = cause.source();
+    }
+    message
+}
+
+/// What went wrong on the wire, without reqwest's "error sending request for url (...)"
+/// wrapper (the URL is already in every `ModelError`), with a hint for untrusted
+/// certificates.
+pub(crate) fn transport_error(error: &reqwest::Error) -> String {
+    let mut message = match std::error::Error::source(error) {
+        Some(cause) => error_chain(cause),
+        None => error_chain(error),
+    };
+    if message.contains("certificate") {
+        message.push_str(
+            " (the server's certificate is not trusted; behind a proxy or server with its own CA, \
+             point SSL_CERT_FILE at a PEM bundle that includes it)",
+        );
     }
     message
 }

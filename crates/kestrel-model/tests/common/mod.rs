@@ -4,6 +4,8 @@
 // Test support: a failed set-up should stop the test loudly.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod tls_server;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
