@@ -103,10 +103,7 @@ pub fn parse_patch(text: &str) -> Result<Patch, PatchError> {
     let lines: Vec<Line<'_>> = text
         .lines()
         .enumerate()
-        .map(|(index, text)| Line {
-            number: index + 1,
-            text: text.strip_suffix('\r').unwrap_or(text),
-        })
+        .map(|(index, text)| Line { number: index + 1, text: text.trim_end_matches('\r') })
         .collect();
     let lines = strip_heredoc(trim_blank(&lines));
     let Some((first, rest)) = lines.split_first() else {
@@ -269,8 +266,13 @@ impl<'a> Parser<'a, '_> {
         let start = self.peek().map_or(0, |line| line.number);
         let mut headers = Vec::new();
         let mut saw_marker = false;
+        // The first `@@` may be indented; a stacked one must start its line, as an
+        // indented `@@` inside a hunk is a context line.
         while let Some(line) = self.peek()
-            && let Some(rest) = line.text.trim().strip_prefix("@@")
+            && let Some(rest) = match saw_marker {
+                false => line.text.trim_start().strip_prefix("@@"),
+                true => line.text.strip_prefix("@@"),
+            }
         {
             saw_marker = true;
             self.next += 1;
@@ -600,6 +602,26 @@ mod tests {
         let FileOperation::Update { hunks, .. } = &patch.operations[0] else { panic!() };
         assert_eq!(hunks[0].old_lines(), vec!["x"]);
         assert_eq!(hunks[1].old_lines(), vec!["p", ""]);
+    }
+
+    #[test]
+    fn an_indented_at_line_after_a_header_is_context() {
+        let patch =
+            parse_patch("*** Begin Patch\n*** Update File: a\n  @@ h\n  @@ x\n-y\n*** End Patch")
+                .unwrap();
+        let FileOperation::Update { hunks, .. } = &patch.operations[0] else { panic!() };
+        assert_eq!(hunks[0].headers, vec!["h".to_string()]);
+        assert_eq!(hunks[0].old_lines(), vec![" @@ x", "y"]);
+    }
+
+    #[test]
+    fn carriage_returns_before_a_line_end_are_not_content() {
+        let patch =
+            parse_patch("*** Begin Patch\r\n*** Add File: a\r\n+x\r\r\r\n*** End Patch").unwrap();
+        assert_eq!(
+            patch.operations,
+            vec![FileOperation::Add { path: "a".into(), content: "x\n".into() }]
+        );
     }
 
     #[test]

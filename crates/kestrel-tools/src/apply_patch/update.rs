@@ -28,13 +28,19 @@ pub fn update_text(path: &str, original: &str, hunks: &[Hunk]) -> Result<String,
             hunk: index + 1,
             failure,
         })?;
-        cursor = start + hunk.old_lines().len();
-        placements.push(start);
+        let appended = hunk.headers.is_empty() && hunk.old_lines().is_empty();
+        // An unanchored addition goes to the end without moving the cursor, so the
+        // hunks after it are still found (Codex places them the same way).
+        if !appended {
+            cursor = start + hunk.old_lines().len();
+        }
+        placements.push((start, hunk));
     }
+    placements.sort_by_key(|(start, _)| *start);
 
     let mut new_lines: Vec<TextLine<'_>> = Vec::with_capacity(file.lines.len());
     let mut next = 0;
-    for (hunk, start) in hunks.iter().zip(placements) {
+    for (start, hunk) in placements {
         new_lines.extend(file.lines[next..start].iter().cloned());
         next = start;
         for line in &hunk.lines {
@@ -259,6 +265,12 @@ mod tests {
         assert_eq!(apply("a\nb\n", "@@\n+c").unwrap(), "a\nb\nc\n");
         assert_eq!(apply("a\nb\n", "@@ a\n+a2").unwrap(), "a\na2\nb\n");
         assert_eq!(apply("", "@@\n+first").unwrap(), "first\n");
+    }
+
+    #[test]
+    fn an_unanchored_addition_does_not_hide_the_hunks_after_it() {
+        assert_eq!(apply("a\nb\nc\n", "@@\n+z\n@@\n-b\n+B").unwrap(), "a\nB\nc\nz\n");
+        assert_eq!(apply("a\nb\n", "@@\n+y\n@@\n-b\n+B\n@@\n+z").unwrap(), "a\nB\ny\nz\n");
     }
 
     #[test]
