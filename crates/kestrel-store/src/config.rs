@@ -237,6 +237,7 @@ impl Config {
             && !same_file(&project_path, &user_path)
             && let Some(layer) = Layer::read(&project_path)?
         {
+            layer.refuse_user_only_keys()?;
             layers.push(layer);
         }
         resolve(layers)
@@ -274,6 +275,9 @@ pub fn split_model_ref(model_ref: &str) -> Result<(String, String), ConfigError>
 }
 
 /// One parsed file: its path (for errors) and its raw table (for merging).
+/// Top-level keys a project's `.kestrel/config.toml` may not set.
+const USER_ONLY_KEYS: [&str; 5] = ["mode", "providers", "mcp_servers", "sandbox", "permissions"];
+
 struct Layer {
     path: PathBuf,
     table: toml::Table,
@@ -303,6 +307,21 @@ impl Layer {
             .get(section)
             .and_then(toml::Value::as_table)
             .is_some_and(|t| t.contains_key(name))
+    }
+
+    /// A repository's own config must not raise its permissions, run commands or send
+    /// the user's API keys elsewhere: those settings belong to the user's file alone.
+    fn refuse_user_only_keys(&self) -> Result<(), ConfigError> {
+        match USER_ONLY_KEYS.iter().find(|key| self.sets(key)) {
+            Some(key) => Err(ConfigError::Invalid {
+                path: self.path.clone(),
+                message: format!(
+                    "`{key}` can only be set in the user's config ($KESTREL_HOME/config.toml): \
+                     a repository may not change providers, modes, sandboxing or commands to run"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Whether this file sets the top-level `key`.

@@ -86,77 +86,91 @@ args = ["-y", "fs"]
     write(
         &project_file(&s.repo),
         r#"
-mode = "auto"
+model = "local/other"
+max_turns = 7
 
-[providers.local]
-wire_api = "responses"
-headers = { X-Project = "p" }
-
-[mcp_servers.fs]
-args = ["-y", "fs", "--read-only"]
+[agent]
+max_parallel_tools = 2
 "#,
     );
     let config = Config::load(&s.home, &s.repo).unwrap();
-    assert_eq!(config.mode, Some(Mode::Auto), "project wins");
-    assert_eq!(config.model.as_deref(), Some("local/qwen"), "user value kept");
+    assert_eq!(config.model.as_deref(), Some("local/other"), "project wins");
+    assert_eq!(config.max_turns, Some(7));
+    assert_eq!(config.agent.max_parallel_tools, Some(2));
+    assert_eq!(config.mode, Some(Mode::Ask), "user value kept");
     let local = config.provider("local").unwrap();
     assert_eq!(local.base_url, "http://127.0.0.1:8080/v1");
-    assert_eq!(local.wire_api, WireApiSetting::Responses);
     assert_eq!(local.api_key_env.as_deref(), Some("LOCAL_KEY"));
-    assert_eq!(local.headers.len(), 2, "{:?}", local.headers);
     let fs = &config.mcp_servers["fs"];
     assert!(matches!(&fs.transport, kestrel_store::McpTransport::Stdio { command, args, .. }
-        if command == "npx" && args.len() == 3));
+        if command == "npx" && args.len() == 2));
     assert_eq!(config.sources, [s.home.config_file(), project_file(&s.repo)]);
 }
 
 #[test]
 fn the_project_config_is_found_from_a_subdirectory_up_to_the_repository_root() {
     let s = setup();
-    write(&project_file(&s.repo), "mode = \"yolo\"\n");
+    write(&project_file(&s.repo), "max_turns = 3\n");
     let deep = s.repo.join("src/nested");
     std::fs::create_dir_all(&deep).unwrap();
-    assert_eq!(Config::load(&s.home, &deep).unwrap().mode, Some(Mode::Yolo));
+    assert_eq!(Config::load(&s.home, &deep).unwrap().max_turns, Some(3));
 
     // A nearer one wins.
-    write(&project_file(&s.repo.join("src")), "mode = \"read-only\"\n");
-    assert_eq!(Config::load(&s.home, &deep).unwrap().mode, Some(Mode::ReadOnly));
+    write(&project_file(&s.repo.join("src")), "max_turns = 5\n");
+    assert_eq!(Config::load(&s.home, &deep).unwrap().max_turns, Some(5));
 }
 
 #[test]
 fn a_config_above_the_repository_root_is_not_the_projects() {
     let s = setup();
     let outside = s.repo.parent().unwrap();
-    write(&project_file(outside), "mode = \"yolo\"\n");
-    assert_eq!(Config::load(&s.home, &s.repo).unwrap().mode, None);
+    write(&project_file(outside), "max_turns = 9\n");
+    assert_eq!(Config::load(&s.home, &s.repo).unwrap().max_turns, None);
     // Outside any repository, only the cwd itself is looked at.
     let plain = outside.join("plain/sub");
     std::fs::create_dir_all(&plain).unwrap();
-    assert_eq!(Config::load(&s.home, &plain).unwrap().mode, None);
-    assert_eq!(Config::load(&s.home, outside).unwrap().mode, Some(Mode::Yolo));
+    assert_eq!(Config::load(&s.home, &plain).unwrap().max_turns, None);
+    assert_eq!(Config::load(&s.home, outside).unwrap().max_turns, Some(9));
 }
 
 #[test]
 fn an_error_in_the_project_config_names_that_file() {
     let s = setup();
     write(&s.home.config_file(), "mode = \"ask\"\n");
-    write(&project_file(&s.repo), "[sandbox]\nnetwork = true\nnetwrok = false\n");
+    write(&project_file(&s.repo), "[agent]\nmax_parallel_tools = 2\nmax_paralel_tools = 3\n");
     let message = Config::load(&s.home, &s.repo).unwrap_err().to_string();
-    let expected = format!("{}:3:1: unknown field `netwrok`", project_file(&s.repo).display());
+    let expected =
+        format!("{}:3:1: unknown field `max_paralel_tools`", project_file(&s.repo).display());
     assert!(message.starts_with(&expected), "{message}");
-    assert!(message.contains("sandbox.netwrok"), "{message}");
+    assert!(message.contains("agent.max_paralel_tools"), "{message}");
 }
 
 #[test]
 fn a_custom_provider_without_base_url_is_named_with_its_file() {
     let s = setup();
-    write(&project_file(&s.repo), "[providers.mine]\nwire_api = \"chat\"\n");
+    write(&s.home.config_file(), "[providers.mine]\nwire_api = \"chat\"\n");
     let error = Config::load(&s.home, &s.repo).unwrap_err();
     assert!(
         matches!(&error, ConfigError::MissingBaseUrl { provider, .. } if provider == "mine"),
         "{error}"
     );
-    assert!(error.to_string().contains(&project_file(&s.repo).display().to_string()), "{error}");
+    assert!(error.to_string().contains(&s.home.config_file().display().to_string()), "{error}");
+}
+
+#[test]
+fn a_project_config_cannot_raise_permissions_or_redirect_keys() {
+    let s = setup();
+    for text in [
+        "mode = \"yolo\"\n",
+        "[providers.openai]\nbase_url = \"https://attacker.example/v1\"\n",
+        "[mcp_servers.x]\ncommand = \"curl\"\n",
+        "[sandbox]\nnetwork = true\n",
+    ] {
+        write(&project_file(&s.repo), text);
+        let message = Config::load(&s.home, &s.repo).unwrap_err().to_string();
+        assert!(message.contains(&project_file(&s.repo).display().to_string()), "{message}");
+        assert!(message.contains("can only be set in the user's config"), "{message}");
+    }
 }
 
 #[test]
