@@ -225,16 +225,19 @@ impl ModelClient {
         if is_json {
             // A server that ignored `stream: true`, or a proxy reporting an error as 200.
             let text = read_error_body(response, idle, cancel).await?;
-            let error = ProviderError::from_body(status, &text);
-            if serde_json::from_str::<serde_json::Value>(&text)
-                .is_ok_and(|v| v.get("error").is_some())
+            let parsed = serde_json::from_str::<serde_json::Value>(&text).ok();
+            if let Some(error) =
+                parsed.as_ref().and_then(|v| v.get("error")).filter(|e| e.is_object())
             {
-                let error = ProviderError { status: 500, ..error };
+                let error = ProviderError::from_stream_error(error);
                 return Err(AttemptFailure::Provider { error, retry_after: None });
             }
             return Err(AttemptFailure::Fatal(ModelError::Malformed {
                 url: self.url.clone(),
-                message: format!("expected an event stream, got JSON: {}", error.message),
+                message: format!(
+                    "expected an event stream, got JSON: {}",
+                    crate::provider_error::clip(&text)
+                ),
             }));
         }
         let context = StreamContext {

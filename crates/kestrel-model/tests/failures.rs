@@ -345,3 +345,30 @@ async fn settings_that_cannot_work_fail_before_any_request() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn a_json_answer_instead_of_a_stream_is_malformed_or_the_error_it_carries() {
+    let body = r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[]}"#;
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (port, _) = common::serve_once(response.into_bytes()).await;
+    let client = client_for(&format!("http://127.0.0.1:{port}/v1"), WireApi::Chat, options(1).0);
+    let error = stream_error(&client).await;
+    assert!(
+        matches!(&error, ModelError::Malformed { message, .. } if message.contains("expected an event stream")),
+        "{error:?}"
+    );
+
+    let body = r#"{"error":{"message":"Invalid API key","type":"authentication_error"}}"#;
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (port, _) = common::serve_once(response.into_bytes()).await;
+    let client =
+        client_for(&format!("http://127.0.0.1:{port}/v1"), WireApi::Anthropic, options(1).0);
+    let error = stream_error(&client).await;
+    assert!(matches!(error, ModelError::Auth { status: 401, .. }), "{error:?}");
+}

@@ -8,30 +8,10 @@
 mod common;
 
 use common::{
-    TEST_TIMEOUT, chat_sse_response, collect, options, read_request_head, request, stream_error,
-    text_of,
+    TEST_TIMEOUT, chat_sse_response, collect, options, request, serve_once, stream_error, text_of,
 };
 use kestrel_model::{ModelClient, ModelError, WireApi};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-/// Accepts one connection, answers it with `response`, and reports the request head.
-async fn serve_once(response: Vec<u8>) -> (u16, oneshot::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (heard, head) = oneshot::channel();
-    tokio::spawn(async move {
-        let Ok((mut socket, _)) = listener.accept().await else { return };
-        if let Ok(request_head) = read_request_head(&mut socket).await {
-            let _ = socket.write_all(&response).await;
-            let _ = socket.shutdown().await;
-            let _ = heard.send(request_head);
-        }
-    });
-    (port, head)
-}
 
 #[tokio::test]
 async fn proxy_variables_route_requests_and_no_proxy_bypasses_them() {

@@ -272,3 +272,17 @@ async fn complete_text_collects_the_answer_without_tools() {
         assert!(body.get("tools").is_none(), "{wire:?}: {body}");
     }
 }
+
+#[test]
+fn client_futures_and_streams_can_move_between_threads() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<kestrel_model::ModelClient>();
+    fn assert_send_type<T: Send>() {}
+    assert_send_type::<kestrel_model::ResponseStream>();
+    let client = client_for("http://127.0.0.1:1/v1", WireApi::Chat, options(1).0);
+    let request = request();
+    let cancel = CancellationToken::new();
+    assert_send(&client.stream(&request, &cancel));
+    assert_send(&client.complete_text(&request, &cancel));
+}

@@ -174,3 +174,20 @@ pub async fn read_request_head<S: tokio::io::AsyncRead + Unpin>(
     }
     Ok(head)
 }
+
+/// Accepts one connection, answers it with `response`, and reports the request head.
+pub async fn serve_once(response: Vec<u8>) -> (u16, tokio::sync::oneshot::Receiver<String>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (heard, head) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else { return };
+        if let Ok(request_head) = read_request_head(&mut socket).await {
+            use tokio::io::AsyncWriteExt;
+            let _ = socket.write_all(&response).await;
+            let _ = socket.shutdown().await;
+            let _ = heard.send(request_head);
+        }
+    });
+    (port, head)
+}
