@@ -192,6 +192,7 @@ fn close_unfinished_turn(
         notice: Notice {
             kind: NoticeKind::Error,
             message: "the previous turn was interrupted; it was not re-sent".to_string(),
+            model: None,
         },
     });
     items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });

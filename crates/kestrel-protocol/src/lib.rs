@@ -1,7 +1,8 @@
 //! Kestrel's wire types. Every format another program reads is defined here once:
-//! the session record (ARCHITECTURE §5), the `exec --json` event stream (§3) and,
-//! later, ACP messages and the JSON-RPC connection. No files, no OS.
+//! the session record (ARCHITECTURE §5), the `exec --json` event stream (§3), ACP
+//! messages (`acp`) and the JSON-RPC connection (`jsonrpc`). No files, no OS.
 
+pub mod acp;
 mod exec_event;
 mod ids;
 pub mod jsonrpc;

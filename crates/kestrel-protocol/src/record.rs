@@ -121,6 +121,10 @@ pub enum NoticeKind {
 pub struct Notice {
     pub kind: NoticeKind,
     pub message: String,
+    /// For `model_switch`: the model in use from here on, as `provider/model`, so a
+    /// resumed session continues with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The items of a record, tagged by `type`.

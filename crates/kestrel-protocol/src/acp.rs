@@ -1,0 +1,146 @@
+//! ACP v1 message types (agentclientprotocol.com), taken from the pinned
+//! `agent-client-protocol-schema` crate so there is one source of message shapes, plus
+//! Kestrel's extension methods of docs/protocol.md in [`kestrel`].
+//!
+//! Parse incoming payloads by method with `ClientRequest::from_method_and_params` (or the
+//! payload struct itself), never through an aggregate enum's untagged `Deserialize`.
+
+pub use agent_client_protocol_schema::v1::*;
+pub use agent_client_protocol_schema::{
+    IntoMaybeUndefined, IntoOption, MaybeUndefined, MethodDispatchError, ProtocolVersion,
+};
+
+impl From<crate::SessionId> for SessionId {
+    fn from(id: crate::SessionId) -> Self {
+        SessionId::new(id.as_str())
+    }
+}
+
+impl From<&crate::SessionId> for SessionId {
+    fn from(id: &crate::SessionId) -> Self {
+        SessionId::new(id.as_str())
+    }
+}
+
+/// Kestrel-only methods (a leading underscore, as ACP extensions must have) and their
+/// params and results. Field names are camelCase on the wire, like ACP's own.
+pub mod kestrel {
+    use super::{SessionId, SessionUpdate};
+    use crate::Mode;
+    use serde::{Deserialize, Serialize};
+    use std::path::PathBuf;
+
+    /// Client → daemon: stop receiving a session's updates; the session keeps running.
+    pub const SESSION_DETACH: &str = "_kestrel/session/detach";
+    /// Daemon → worker: the session's history as updates, the turn in progress included.
+    pub const SESSION_HISTORY: &str = "_kestrel/session/history";
+    /// Worker → daemon (or exec host): start a child session in its own worker.
+    pub const SESSION_SPAWN: &str = "_kestrel/session/spawn";
+    /// Daemon → clients (notification): a session's worker died and was restarted.
+    pub const WORKER_RESTARTED: &str = "_kestrel/worker/restarted";
+
+    /// Params of [`SESSION_DETACH`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct DetachSessionRequest {
+        pub session_id: SessionId,
+    }
+
+    /// Result of [`SESSION_DETACH`]: `{}`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct DetachSessionResponse {}
+
+    /// Params of [`SESSION_HISTORY`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SessionHistoryRequest {
+        pub session_id: SessionId,
+    }
+
+    /// Result of [`SESSION_HISTORY`]: every update a client needs to show the session as
+    /// it stands, in order. It is produced in order with the worker's notifications: a
+    /// client that applies these and then every later `session/update` misses nothing and
+    /// sees nothing twice.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SessionHistoryResponse {
+        pub updates: Vec<SessionUpdate>,
+    }
+
+    /// Params of [`SESSION_SPAWN`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SpawnSessionRequest {
+        pub parent_session_id: SessionId,
+        pub cwd: PathBuf,
+        /// The child's first prompt.
+        pub prompt: String,
+        /// `provider/model`; the parent's when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub model: Option<String>,
+        /// The child's mode; the host's default when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<Mode>,
+    }
+
+    /// Result of [`SESSION_SPAWN`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SpawnSessionResponse {
+        pub session_id: SessionId,
+    }
+
+    /// Params of the [`WORKER_RESTARTED`] notification.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct WorkerRestartedNotification {
+        pub session_id: SessionId,
+        /// Why the worker stopped (exit status, signal), for people.
+        pub reason: String,
+        /// Restarts of this session so far.
+        pub restarts: u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_parse_by_method_and_updates_serialise_as_acp() {
+        let params = json!({"cwd": "/w", "mcpServers": []});
+        let request = ClientRequest::from_method_and_params("session/new", &params).unwrap();
+        assert!(matches!(request, ClientRequest::NewSessionRequest(_)));
+        let update = SessionUpdate::AgentMessageChunk(ContentChunk::new("hi".into()));
+        let value = serde_json::to_value(SessionNotification::new("s1", update)).unwrap();
+        assert_eq!(
+            value,
+            json!({"sessionId": "s1", "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "hi"}
+            }})
+        );
+    }
+
+    #[test]
+    fn kestrel_extensions_use_camel_case() {
+        let spawn = kestrel::SpawnSessionRequest {
+            parent_session_id: "p".into(),
+            cwd: "/w".into(),
+            prompt: "go".into(),
+            model: None,
+            mode: Some(crate::Mode::ReadOnly),
+        };
+        assert_eq!(
+            serde_json::to_value(&spawn).unwrap(),
+            json!({"parentSessionId": "p", "cwd": "/w", "prompt": "go", "mode": "read-only"})
+        );
+        let history: kestrel::SessionHistoryResponse = serde_json::from_value(json!({
+            "updates": [{"sessionUpdate": "user_message_chunk",
+                         "content": {"type": "text", "text": "q"}}]
+        }))
+        .unwrap();
+        assert_eq!(history.updates.len(), 1);
+    }
+}
