@@ -80,7 +80,11 @@ pub struct Reasoning {
     /// Readable reasoning or its summary.
     pub text: String,
     /// Provider data needed to send the reasoning back (Anthropic thinking `signature`,
-    /// Responses `encrypted_content` and item id): opaque outside this crate.
+    /// Responses `encrypted_content` and item id): opaque outside this crate. When one
+    /// response yields several `ReasoningCompleted`s (several thinking blocks or
+    /// reasoning items), keep them all as a JSON array of their `opaque` values: every
+    /// wire accepts an array and sends each part back in order. Reasoning from another
+    /// wire (after a model switch) is left out of the request, never sent wrongly.
     pub opaque: Option<serde_json::Value>,
 }
 
