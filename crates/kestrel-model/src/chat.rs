@@ -79,7 +79,7 @@ fn message_json(message: &Message) -> Value {
             // turns; we return it only to servers that sent it under that name.
             if let Some(reasoning) = reasoning
                 && !reasoning.text.is_empty()
-                && reasoning.opaque == Some(reasoning_content_marker())
+                && came_as_reasoning_content(reasoning.opaque.as_ref())
             {
                 value["reasoning_content"] = json!(reasoning.text);
             }
@@ -117,6 +117,16 @@ fn user_content(content: &[ContentPart]) -> Value {
         })
         .collect();
     Value::Array(parts)
+}
+
+/// Whether the opaque value (or any part of an array of them) is our marker.
+fn came_as_reasoning_content(opaque: Option<&Value>) -> bool {
+    let marker = reasoning_content_marker();
+    match opaque {
+        Some(Value::Array(parts)) => parts.contains(&marker),
+        Some(single) => *single == marker,
+        None => false,
+    }
 }
 
 /// Marks reasoning that arrived as `reasoning_content`, so it can be sent back so.

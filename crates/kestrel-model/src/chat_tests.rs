@@ -320,3 +320,17 @@ fn deepseek_cache_hits_count_as_cached_input() {
         })
     );
 }
+
+#[test]
+fn reasoning_content_marker_is_found_inside_an_array_of_parts() {
+    let mut request = conversation();
+    request.messages = vec![Message::Assistant {
+        text: "ok".into(),
+        reasoning: Some(Reasoning {
+            text: "thought".into(),
+            opaque: Some(json!([{"wire": "chat", "field": "reasoning_content"}])),
+        }),
+        tool_calls: vec![],
+    }];
+    assert_eq!(request_body(&request)["messages"][1]["reasoning_content"], json!("thought"));
+}
