@@ -110,8 +110,9 @@ impl Tool for EditFileTool {
                 return ToolOutput::error(format!("cannot write {shown}: {error}"));
             }
             let diff = diff::unified(&shown, Some(&text), &updated);
+            let text = diff::change_text(Some(&text), Some(&updated));
             let mut output = ToolOutput::ok(report);
-            output.changes.push(FileChange { path, diff });
+            output.changes.push(FileChange { path, diff, text });
             output
         })
     }

@@ -30,7 +30,7 @@ pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
-    FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition, ToolFuture,
+    ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition, ToolFuture,
     ToolOutput, ToolRegistry,
 };
 pub use update_plan::UpdatePlanTool;

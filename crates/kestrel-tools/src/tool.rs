@@ -57,6 +57,18 @@ pub struct PlanStep {
 pub struct FileChange {
     pub path: PathBuf,
     pub diff: Option<String>,
+    /// The whole text before and after, for UIs that draw their own diff (ACP `diff`
+    /// content); `None` when either side is not UTF-8 text or too large to carry.
+    pub text: Option<ChangeText>,
+}
+
+/// Both sides of a change to a text file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeText {
+    /// `None`: the file did not exist before.
+    pub before: Option<String>,
+    /// `None`: the file was deleted.
+    pub after: Option<String>,
 }
 
 /// The result of one tool call.

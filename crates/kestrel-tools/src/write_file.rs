@@ -87,12 +87,17 @@ impl Tool for WriteFileTool {
             let verb = if old.is_some() { "Overwrote" } else { "Created" };
             let old_text = old.as_deref().map(String::from_utf8_lossy);
             let diff = diff::unified(&shown, old_text.as_deref(), &arguments.content);
+            let text = match old.as_deref().map(std::str::from_utf8) {
+                None => diff::change_text(None, Some(&arguments.content)),
+                Some(Ok(before)) => diff::change_text(Some(before), Some(&arguments.content)),
+                Some(Err(_)) => None,
+            };
             let mut output = ToolOutput::ok(format!(
                 "{verb} {shown} ({lines} line{}, {} bytes)",
                 if lines == 1 { "" } else { "s" },
                 arguments.content.len()
             ));
-            output.changes.push(FileChange { path, diff });
+            output.changes.push(FileChange { path, diff, text });
             output
         })
     }

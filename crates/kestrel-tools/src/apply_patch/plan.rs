@@ -6,6 +6,7 @@ use super::error::{FileAction, PatchError};
 use super::parser::{FileOperation, Patch, parse_patch};
 use super::update::update_text;
 use super::write::{Write, write_all};
+use crate::ChangeText;
 use crate::workspace::normalize;
 use std::collections::HashMap;
 use std::fmt;
@@ -57,6 +58,8 @@ pub struct ChangedFile {
     /// Unified diff of the change (`a/`, `b/` names, `/dev/null` for added and
     /// deleted files); `None` when the file is not UTF-8 text.
     pub diff: Option<String>,
+    /// The whole text before and after; `None` when either side is not UTF-8 text.
+    pub text: Option<ChangeText>,
 }
 
 /// The files a patch changes, in the order the patch first names them.
@@ -149,6 +152,7 @@ impl PatchPlan {
             };
             Some(ChangedFile {
                 diff: unified_diff(old, &entry.after, &old_name, &new_name),
+                text: change_text(old, &entry.after),
                 kind,
                 path: entry.shown.clone(),
                 absolute: entry.path.clone(),
@@ -330,6 +334,18 @@ fn read_state(path: &Path) -> io::Result<(State, Option<fs::Permissions>)> {
         return Ok((State::Directory, None));
     }
     Ok((State::File(fs::read(path)?), Some(metadata.permissions())))
+}
+
+fn change_text(old: &State, new: &State) -> Option<ChangeText> {
+    crate::diff::change_text(state_text(old)?, state_text(new)?)
+}
+
+/// `Some(None)` for no file, `None` for a file that is not UTF-8 text.
+fn state_text(state: &State) -> Option<Option<&str>> {
+    match state {
+        State::File(content) => std::str::from_utf8(content).ok().map(Some),
+        State::Missing | State::Directory => Some(None),
+    }
 }
 
 fn unified_diff(old: &State, new: &State, old_name: &str, new_name: &str) -> Option<String> {

@@ -88,7 +88,11 @@ fn success(summary: PatchSummary) -> ToolOutput {
     let changes = summary
         .files
         .iter()
-        .map(|file| FileChange { path: file.absolute.clone(), diff: file.diff.clone() })
+        .map(|file| FileChange {
+            path: file.absolute.clone(),
+            diff: file.diff.clone(),
+            text: file.text.clone(),
+        })
         .collect();
     ToolOutput { changes, ..ToolOutput::ok(summary.to_string()) }
 }
