@@ -3,7 +3,9 @@
 // The binary is the one place that writes to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp_command;
 mod apply_patch_command;
+mod daemon_command;
 mod exec_command;
 mod session_commands;
 
@@ -27,6 +29,10 @@ enum Command {
     Fork(session_commands::ForkArgs),
     /// Apply a `*** Begin Patch` patch from stdin to the current directory.
     ApplyPatch,
+    /// Serve the Agent Client Protocol on stdio for editors (through the daemon).
+    Acp,
+    /// Run the daemon in the foreground, or `start`, `stop` or show the `status` of it.
+    Daemon(daemon_command::DaemonArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +43,8 @@ fn main() -> ExitCode {
         Some(Command::Sessions(args)) => session_commands::sessions(args),
         Some(Command::Fork(args)) => session_commands::fork(args),
         Some(Command::ApplyPatch) => apply_patch_command::run(),
+        Some(Command::Acp) => acp_command::run(),
+        Some(Command::Daemon(args)) => daemon_command::run(args),
         None => {
             eprintln!("kestrel: the interactive TUI is not built yet; try `kestrel exec PROMPT`");
             ExitCode::from(2)

@@ -1,0 +1,207 @@
+//! A session the daemon has a worker for: its attached clients, the worker link of the
+//! moment, permission requests waiting for an answer, and its restart history. State is
+//! behind a std mutex that is never held across an `.await`.
+
+use crate::client_link::{ClientId, ClientLink};
+use crate::worker::WorkerLink;
+use kestrel_protocol::jsonrpc::{RequestId, RpcError};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Where a session's worker is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The first worker is starting (`initialize`, then `session/new` or `session/load`).
+    Starting,
+    /// The worker answers requests.
+    Live,
+    /// The worker died and a new one is loading the session from its record.
+    Restarting,
+    /// The daemon gave up on the session (it crashed in a loop); the text says why.
+    Failed(String),
+    /// The worker was stopped on purpose (idle, daemon stop) or never started.
+    Closed,
+}
+
+impl Phase {
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Live => "live",
+            Phase::Restarting => "restarting",
+            Phase::Failed(_) => "failed",
+            Phase::Closed => "closed",
+        }
+    }
+}
+
+/// A permission request of the worker, asked of every attached client; the first
+/// answer wins. With no client attached it waits for the next one.
+#[derive(Debug)]
+pub(crate) struct PendingPermission {
+    /// The worker that asked (a restarted worker does not get an old worker's answer).
+    pub(crate) worker_pid: u32,
+    pub(crate) id: RequestId,
+    pub(crate) params: Value,
+    /// Clients asked so far.
+    pub(crate) asked: BTreeSet<ClientId>,
+}
+
+/// A prompt whose worker died; answered once the restart is decided.
+#[derive(Debug)]
+pub(crate) struct HeldPrompt {
+    pub(crate) client: Arc<ClientLink>,
+    pub(crate) id: RequestId,
+}
+
+#[derive(Debug)]
+pub(crate) struct SessionState {
+    pub(crate) worker: Option<WorkerLink>,
+    pub(crate) clients: BTreeMap<ClientId, Arc<ClientLink>>,
+    pub(crate) permissions: Vec<PendingPermission>,
+    pub(crate) held_prompts: Vec<HeldPrompt>,
+    /// Restart times within the window (crash-loop detection).
+    pub(crate) recent_restarts: VecDeque<Instant>,
+    pub(crate) restarts: u32,
+    /// Why the last worker stopped, for notices.
+    pub(crate) last_exit: String,
+    /// The worker is being stopped on purpose: its exit is not a crash.
+    pub(crate) closing: bool,
+    /// A restarted worker is replaying history: its updates are not relayed.
+    pub(crate) replaying: bool,
+    /// Since when nothing happened and no client was attached (idle worker exit).
+    pub(crate) idle_since: Instant,
+    /// `cwd` and `mcpServers` the session was created or loaded with, for restarts.
+    pub(crate) load_params: Value,
+    /// The last `modes` / `configOptions` the worker reported, for attaching clients.
+    pub(crate) snapshot: Value,
+}
+
+/// One session with a worker.
+#[derive(Debug)]
+pub(crate) struct LiveSession {
+    id: OnceLock<String>,
+    state: Mutex<SessionState>,
+    phase: watch::Sender<Phase>,
+}
+
+impl LiveSession {
+    /// A session whose worker is about to start. `id` is `None` for `session/new`
+    /// until the worker names it.
+    pub(crate) fn new(id: Option<String>, load_params: Value) -> Arc<Self> {
+        let cell = OnceLock::new();
+        if let Some(id) = id {
+            let _ = cell.set(id);
+        }
+        let (phase, _) = watch::channel(Phase::Starting);
+        Arc::new(Self {
+            id: cell,
+            phase,
+            state: Mutex::new(SessionState {
+                worker: None,
+                clients: BTreeMap::new(),
+                permissions: Vec::new(),
+                held_prompts: Vec::new(),
+                recent_restarts: VecDeque::new(),
+                restarts: 0,
+                last_exit: String::new(),
+                closing: false,
+                replaying: false,
+                idle_since: Instant::now(),
+                load_params,
+                snapshot: Value::Object(Default::default()),
+            }),
+        })
+    }
+
+    /// The session id, once known.
+    pub(crate) fn id(&self) -> Option<&str> {
+        self.id.get().map(String::as_str)
+    }
+
+    pub(crate) fn set_id(&self, id: &str) {
+        let _ = self.id.set(id.to_owned());
+    }
+
+    /// The session's state. A poisoned lock (a panic elsewhere) still yields the state:
+    /// the daemon keeps serving the other sessions.
+    pub(crate) fn state(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase.borrow().clone()
+    }
+
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        self.phase.send_replace(phase);
+    }
+
+    /// Waits until the session is live and returns its worker. Fails when it failed or
+    /// closed, or is not live within `timeout`.
+    pub(crate) async fn live_worker(&self, timeout: Duration) -> Result<WorkerLink, RpcError> {
+        let mut phases = self.phase.subscribe();
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                let phase = phases.borrow_and_update().clone();
+                match phase {
+                    Phase::Live => return Ok(()),
+                    Phase::Failed(reason) => return Err(RpcError::internal(reason)),
+                    Phase::Closed => return Err(not_live(self.id().unwrap_or("?"))),
+                    Phase::Starting | Phase::Restarting => {}
+                }
+                if phases.changed().await.is_err() {
+                    return Err(not_live(self.id().unwrap_or("?")));
+                }
+            }
+        })
+        .await;
+        match waited {
+            Ok(Ok(())) => {
+                self.state().worker.clone().ok_or_else(|| not_live(self.id().unwrap_or("?")))
+            }
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(RpcError::internal(format!(
+                "session {} did not become ready within {timeout:?}; see its worker log",
+                self.id().unwrap_or("?")
+            ))),
+        }
+    }
+
+    /// Adds `client` to the clients that receive this session's updates.
+    pub(crate) fn attach(&self, client: &Arc<ClientLink>) {
+        let mut state = self.state();
+        state.clients.insert(client.id(), client.clone());
+        state.idle_since = Instant::now();
+    }
+
+    /// Removes `client`; true when it was attached.
+    pub(crate) fn detach(&self, client: ClientId) -> bool {
+        let mut state = self.state();
+        let was = state.clients.remove(&client).is_some();
+        for permission in &mut state.permissions {
+            permission.asked.remove(&client);
+        }
+        state.idle_since = Instant::now();
+        was
+    }
+
+    /// Sends `line` to every attached client (never waits; see `ClientLink`).
+    pub(crate) fn fan_out(&self, line: &str) {
+        let clients: Vec<Arc<ClientLink>> = self.state().clients.values().cloned().collect();
+        for client in clients {
+            client.send_line(line.to_owned());
+        }
+    }
+}
+
+/// The error for a request naming a session that has no worker.
+pub(crate) fn not_live(id: &str) -> RpcError {
+    RpcError::new(
+        RpcError::RESOURCE_NOT_FOUND,
+        format!("session {id} is not open in the daemon: send session/load first"),
+    )
+}

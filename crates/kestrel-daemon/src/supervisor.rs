@@ -1,0 +1,547 @@
+//! A session's worker, supervised: one task per session starts the worker, reads its
+//! stdout in order (relaying updates, answering for it, routing responses), stops it
+//! when it idles with no client, and restarts it with `session/load` when it dies. More
+//! than `max_restarts` restarts within `restart_window` and the session is given up on.
+
+use crate::client_link::ClientLink;
+use crate::messages;
+use crate::permission;
+use crate::router::Router;
+use crate::session::{HeldPrompt, LiveSession, Phase};
+use crate::worker::{self, Pending, Relayed, StartedWorker, WorkerLine, WorkerLink};
+use kestrel_platform::{Signal, exit_signal, kill_group};
+use kestrel_protocol::jsonrpc::{Message, Notification, Request, RequestId, RpcError};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// What the first request to a freshly started worker is.
+#[derive(Debug)]
+pub(crate) enum Bootstrap {
+    /// A client's `session/new`.
+    New { client: Arc<ClientLink>, id: RequestId, params: Value },
+    /// A client's `session/load` of a session no worker had.
+    Load { client: Arc<ClientLink>, id: RequestId, params: Value },
+    /// A child session for `_kestrel/session/spawn`; the reply gets its id.
+    Spawn { params: Value, reply: oneshot::Sender<Result<String, RpcError>> },
+    /// A restart after a crash: `session/load` from the record.
+    Restart,
+}
+
+/// What happened to a worker that stopped.
+enum Outcome {
+    Restart,
+    Done,
+}
+
+/// Starts supervising `session` with a new worker whose first request is `bootstrap`.
+pub(crate) fn launch(router: Arc<Router>, session: Arc<LiveSession>, bootstrap: Bootstrap) {
+    tokio::spawn(supervise(router, session, bootstrap));
+}
+
+async fn supervise(router: Arc<Router>, session: Arc<LiveSession>, mut bootstrap: Bootstrap) {
+    loop {
+        let log_path = worker_log_path(&router, &session);
+        let (reason, pending) = match worker::start(&router.settings.worker, &log_path) {
+            Ok(started) => {
+                let link = started.link.clone();
+                router.log.line(format!(
+                    "worker {} started for session {}",
+                    link.pid(),
+                    session.id().unwrap_or("(new)")
+                ));
+                session.state().worker = Some(link.clone());
+                tokio::spawn(run_bootstrap(
+                    router.clone(),
+                    session.clone(),
+                    link.clone(),
+                    log_path,
+                    bootstrap,
+                ));
+                let reason = run_worker(&router, &session, started).await;
+                router.log.line(format!(
+                    "worker {} of session {} {reason}",
+                    link.pid(),
+                    session.id().unwrap_or("(new)")
+                ));
+                (reason, link.take_pending())
+            }
+            Err(error) => {
+                let reason = format!(
+                    "could not be started ({}: {error})",
+                    router.settings.worker.program.display()
+                );
+                router.log.line(format!(
+                    "worker of session {} {reason}",
+                    session.id().unwrap_or("(new)")
+                ));
+                fail_bootstrap(bootstrap, RpcError::internal(format!("the worker {reason}")));
+                (reason, Vec::new())
+            }
+        };
+        match on_exit(&router, &session, pending, reason) {
+            Outcome::Restart => {
+                let backoff = session.state().recent_restarts.len() as u64;
+                tokio::time::sleep(Duration::from_millis(100 * backoff)).await;
+                bootstrap = Bootstrap::Restart;
+            }
+            Outcome::Done => return,
+        }
+    }
+}
+
+/// `logs/worker-<id>.log`; a session without an id yet logs to a temporary name that is
+/// renamed once the worker names it.
+fn worker_log_path(router: &Router, session: &LiveSession) -> PathBuf {
+    static UNNAMED: AtomicU64 = AtomicU64::new(0);
+    let logs = router.settings.home.logs_dir();
+    match session.id() {
+        Some(id) => logs.join(format!("worker-{id}.log")),
+        None => logs.join(format!(
+            "worker-new-{}-{}.log",
+            std::process::id(),
+            UNNAMED.fetch_add(1, Ordering::Relaxed)
+        )),
+    }
+}
+
+/// `initialize`, then the bootstrap request. A failure of a restart's set-up kills the
+/// worker, so it counts against the restart budget like any crash.
+async fn run_bootstrap(
+    router: Arc<Router>,
+    session: Arc<LiveSession>,
+    link: WorkerLink,
+    log_path: PathBuf,
+    bootstrap: Bootstrap,
+) {
+    if let Err(error) = link.request("initialize", messages::initialize_worker_request()).await {
+        router.log.line(format!("worker {} failed to initialize: {error}", link.pid()));
+        match bootstrap {
+            Bootstrap::Restart => {
+                let _ = kill_group(link.pid(), Signal::Kill);
+            }
+            Bootstrap::New { .. } | Bootstrap::Load { .. } | Bootstrap::Spawn { .. } => {
+                fail_bootstrap(
+                    bootstrap,
+                    RpcError::internal(format!("the worker failed to start: {error}")),
+                );
+                session.state().closing = true;
+                link.close_stdin();
+            }
+        }
+        return;
+    }
+    let sent = match bootstrap {
+        Bootstrap::New { client, id, params } => {
+            let pending =
+                Pending::Client { client: client.clone(), id: id.clone(), kind: Relayed::New };
+            (link.send_request("session/new", params, pending).await)
+                .map_err(|error| (Some((client, id)), error))
+        }
+        Bootstrap::Load { client, id, params } => {
+            let pending =
+                Pending::Client { client: client.clone(), id: id.clone(), kind: Relayed::Load };
+            (link.send_request("session/load", params, pending).await)
+                .map_err(|error| (Some((client, id)), error))
+        }
+        Bootstrap::Restart => {
+            let params = session.state().load_params.clone();
+            (link.send_request("session/load", params, Pending::RestartLoad).await)
+                .map_err(|error| (None, error))
+        }
+        Bootstrap::Spawn { params, reply } => {
+            let result = start_child(&router, &session, &link, &log_path, params).await;
+            if result.is_err() {
+                session.state().closing = true;
+                link.close_stdin();
+            }
+            let _ = reply.send(result);
+            Ok(())
+        }
+    };
+    // A failed send means the worker is already gone; its exit is handled by the reader.
+    if let Err((Some((client, id)), error)) = sent {
+        client.respond(id, Err(error));
+    }
+}
+
+async fn start_child(
+    router: &Arc<Router>,
+    session: &Arc<LiveSession>,
+    link: &WorkerLink,
+    log_path: &std::path::Path,
+    params: Value,
+) -> Result<String, RpcError> {
+    let response = link.request("session/new", params).await?;
+    let Some(id) = response.get("sessionId").and_then(Value::as_str) else {
+        return Err(RpcError::internal("the child worker's session/new answer has no sessionId"));
+    };
+    name_session(router, session, id, &response, log_path);
+    Ok(id.to_owned())
+}
+
+/// The worker named its session: it joins the router under that id.
+fn name_session(
+    router: &Router,
+    session: &Arc<LiveSession>,
+    id: &str,
+    response: &Value,
+    log_path: &std::path::Path,
+) {
+    session.set_id(id);
+    {
+        let mut state = session.state();
+        state.snapshot = messages::snapshot_of(response);
+        if let Value::Object(params) = &mut state.load_params {
+            params.insert("sessionId".into(), Value::String(id.to_owned()));
+        }
+    }
+    let named = router.settings.home.logs_dir().join(format!("worker-{id}.log"));
+    if log_path != named {
+        let _ = std::fs::rename(log_path, &named);
+    }
+    router.register(id, session.clone());
+    session.set_phase(Phase::Live);
+}
+
+fn fail_bootstrap(bootstrap: Bootstrap, error: RpcError) {
+    match bootstrap {
+        Bootstrap::New { client, id, .. } | Bootstrap::Load { client, id, .. } => {
+            client.respond(id, Err(error));
+        }
+        Bootstrap::Spawn { reply, .. } => {
+            let _ = reply.send(Err(error));
+        }
+        Bootstrap::Restart => {}
+    }
+}
+
+/// Reads the worker until it closes stdout, then waits for it; returns why it stopped.
+async fn run_worker(
+    router: &Arc<Router>,
+    session: &Arc<LiveSession>,
+    started: StartedWorker,
+) -> String {
+    let StartedWorker { mut group, link, mut stdout } = started;
+    let worker_idle = router.settings.worker_idle;
+    let period = (worker_idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let mut ticker = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            line = stdout.next() => match line {
+                None => break,
+                Some(WorkerLine::Message(message, raw)) => {
+                    session.state().idle_since = Instant::now();
+                    handle_message(router, session, &link, message, raw);
+                }
+                Some(WorkerLine::Garbage(error)) => {
+                    router.log.line(format!("worker {} wrote a line that is not JSON-RPC: {}", link.pid(), error.message));
+                }
+            },
+            _ = ticker.tick() => stop_if_idle(router, session, &link, worker_idle),
+        }
+    }
+    link.close_stdin();
+    let status = match tokio::time::timeout(router.settings.stop_grace, group.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(_)) | Err(_) => {
+            let _ = group.signal(Signal::Kill);
+            group.wait().await.ok()
+        }
+    };
+    // Whatever the worker left running in its group (shell commands) goes with it.
+    let _ = kill_group(group.id(), Signal::Kill);
+    match status {
+        Some(status) => match (status.code(), exit_signal(&status)) {
+            (_, Some(signal)) => format!("killed by signal {signal}"),
+            (Some(code), None) => format!("exited with status {code}"),
+            (None, None) => "exited".to_owned(),
+        },
+        None => "exited (status unknown)".to_owned(),
+    }
+}
+
+fn stop_if_idle(router: &Router, session: &LiveSession, link: &WorkerLink, worker_idle: Duration) {
+    let mut state = session.state();
+    let idle = state.clients.is_empty()
+        && state.permissions.is_empty()
+        && !state.closing
+        && state.idle_since.elapsed() >= worker_idle
+        && session.phase() == Phase::Live
+        && !link.is_busy();
+    if idle {
+        state.closing = true;
+        drop(state);
+        router.log.line(format!(
+            "session {} idle with no client for {worker_idle:?}: stopping its worker",
+            session.id().unwrap_or("?")
+        ));
+        link.close_stdin();
+    }
+}
+
+fn handle_message(
+    router: &Arc<Router>,
+    session: &Arc<LiveSession>,
+    link: &WorkerLink,
+    message: Message,
+    raw: String,
+) {
+    match message {
+        Message::Notification(notification) => relay_notification(session, notification, raw),
+        Message::Request(request) => handle_request(router, session, link, request),
+        Message::Response { id, result } => match link.answered(&id) {
+            Some(pending) => handle_response(router, session, link, pending, result),
+            None => router.log.line(format!("worker {} answered unknown request {id}", link.pid())),
+        },
+    }
+}
+
+fn relay_notification(session: &LiveSession, notification: Notification, raw: String) {
+    {
+        let mut state = session.state();
+        if state.replaying {
+            return;
+        }
+        if notification.method == "session/update"
+            && let Some(update) = notification.params.get("update")
+        {
+            messages::apply_to_snapshot(&mut state.snapshot, update);
+        }
+    }
+    session.fan_out(&raw);
+}
+
+fn handle_request(
+    router: &Arc<Router>,
+    session: &Arc<LiveSession>,
+    link: &WorkerLink,
+    request: Request,
+) {
+    match request.method.as_str() {
+        "session/request_permission" => {
+            permission::ask_all(session, link, request.id, request.params)
+        }
+        messages::SESSION_SPAWN => {
+            let router = router.clone();
+            let link = link.clone();
+            tokio::spawn(async move {
+                let result = router.spawn_child(request.params).await;
+                let _ = link.respond(request.id, result).await;
+            });
+        }
+        method => {
+            let error = RpcError::method_not_found(method);
+            let link = link.clone();
+            tokio::spawn(async move {
+                let _ = link.respond(request.id, Err(error)).await;
+            });
+        }
+    }
+}
+
+fn handle_response(
+    router: &Arc<Router>,
+    session: &Arc<LiveSession>,
+    link: &WorkerLink,
+    pending: Pending,
+    result: Result<Value, RpcError>,
+) {
+    match pending {
+        Pending::Daemon(reply) => {
+            let _ = reply.send(result);
+        }
+        Pending::Client { client, id, kind } => {
+            match (kind, &result) {
+                (Relayed::New, Ok(response)) => {
+                    match response.get("sessionId").and_then(Value::as_str) {
+                        Some(session_id) => {
+                            let log_path = worker_log_path(router, session);
+                            name_session(router, session, session_id, response, &log_path);
+                        }
+                        None => close(session, link),
+                    }
+                }
+                (Relayed::Load, Ok(response)) => {
+                    session.state().snapshot = messages::snapshot_of(response);
+                    session.set_phase(Phase::Live);
+                }
+                (Relayed::New | Relayed::Load, Err(_)) => close(session, link),
+                (Relayed::Prompt | Relayed::Other, _) => {}
+            }
+            client.respond(id, result);
+        }
+        Pending::History { client, id } => match result {
+            Ok(history) => attach_with_history(session, &client, id, &history),
+            Err(error) => {
+                client.respond(id, Err(error));
+            }
+        },
+        Pending::RestartLoad => match result {
+            Ok(_) => restarted(router, session),
+            Err(error) => {
+                router.log.line(format!(
+                    "restarted worker {} could not load the session: {error}",
+                    link.pid()
+                ));
+                let _ = kill_group(link.pid(), Signal::Kill);
+            }
+        },
+    }
+}
+
+fn close(session: &LiveSession, link: &WorkerLink) {
+    session.state().closing = true;
+    link.close_stdin();
+}
+
+/// An attaching client gets the history, then joins the live stream, then its answer
+/// and any permission request still waiting: all in stream order, so nothing is missed
+/// or seen twice.
+fn attach_with_history(
+    session: &Arc<LiveSession>,
+    client: &Arc<ClientLink>,
+    id: RequestId,
+    history: &Value,
+) {
+    let session_id = session.id().unwrap_or_default().to_owned();
+    if let Some(updates) = history.get("updates").and_then(Value::as_array) {
+        for update in updates {
+            client.notify("session/update", messages::session_update(&session_id, update.clone()));
+        }
+    }
+    session.attach(client);
+    let snapshot = session.state().snapshot.clone();
+    client.respond(id, Ok(snapshot));
+    permission::offer(session, client);
+}
+
+/// The restarted worker has loaded the session: relay again, answer the prompts the
+/// dead worker left open, and tell every attached client.
+fn restarted(router: &Router, session: &LiveSession) {
+    let (held, clients, reason, restarts) = {
+        let mut state = session.state();
+        state.replaying = false;
+        let held = std::mem::take(&mut state.held_prompts);
+        let clients: Vec<Arc<ClientLink>> = state.clients.values().cloned().collect();
+        (held, clients, state.last_exit.clone(), state.restarts)
+    };
+    session.set_phase(Phase::Live);
+    let session_id = session.id().unwrap_or_default().to_owned();
+    router.log.line(format!("session {session_id} restarted ({restarts} so far)"));
+    for HeldPrompt { client, id } in held {
+        client.respond(id, Ok(messages::prompt_cancelled()));
+    }
+    let text = format!(
+        "The session's worker stopped ({reason}) and was restarted; the interrupted turn was not resumed."
+    );
+    for client in clients {
+        client.notify(
+            messages::WORKER_RESTARTED,
+            messages::restarted(&session_id, &reason, restarts),
+        );
+        let notice = messages::restart_notice(&session_id, &text, client.wants_notices());
+        client.notify("session/update", notice);
+    }
+}
+
+/// Decides what a stopped worker means: a crash of a live session is restarted (within
+/// the budget); anything else ends the session's time in the daemon.
+fn on_exit(
+    router: &Router,
+    session: &Arc<LiveSession>,
+    pending: Vec<Pending>,
+    reason: String,
+) -> Outcome {
+    let phase = session.phase();
+    let mut state = session.state();
+    state.worker = None;
+    state.permissions.clear();
+    state.last_exit = reason.clone();
+    let crashed = !state.closing && matches!(phase, Phase::Live | Phase::Restarting);
+    if crashed {
+        let now = Instant::now();
+        let window = router.settings.restart_window;
+        state.recent_restarts.retain(|at| now.duration_since(*at) < window);
+        state.recent_restarts.push_back(now);
+        if state.recent_restarts.len() <= router.settings.max_restarts {
+            state.restarts += 1;
+            state.replaying = true;
+            let mut others = Vec::new();
+            for entry in pending {
+                match entry {
+                    Pending::Client { client, id, kind: Relayed::Prompt } => {
+                        state.held_prompts.push(HeldPrompt { client, id });
+                    }
+                    other => others.push(other),
+                }
+            }
+            drop(state);
+            session.set_phase(Phase::Restarting);
+            let error = RpcError::internal(format!(
+                "the session's worker {reason}; it is being restarted: try again"
+            ));
+            fail_all(others, &error);
+            return Outcome::Restart;
+        }
+    }
+    let held = std::mem::take(&mut state.held_prompts);
+    let clients: Vec<Arc<ClientLink>> = state.clients.values().cloned().collect();
+    drop(state);
+    let session_id = session.id().unwrap_or_default().to_owned();
+    let error = if crashed {
+        let message = format!(
+            "session {session_id}: the worker crashed {} times within {:?} (last: {reason}); gave up. The record is kept: session/load it to try again; see logs/worker-{session_id}.log",
+            router.settings.max_restarts + 1,
+            router.settings.restart_window
+        );
+        router.log.line(&message);
+        session.set_phase(Phase::Failed(message.clone()));
+        for client in &clients {
+            client.notify(
+                "session/update",
+                messages::restart_notice(&session_id, &message, client.wants_notices()),
+            );
+        }
+        RpcError::internal(message)
+    } else {
+        session.set_phase(Phase::Closed);
+        RpcError::internal(format!("the session's worker stopped ({reason})"))
+    };
+    for HeldPrompt { client, id } in held {
+        client.respond(id, Err(error.clone()));
+    }
+    fail_all(pending, &error);
+    if let Some(id) = session.id() {
+        router.unregister(id, session);
+    }
+    Outcome::Done
+}
+
+fn fail_all(pending: Vec<Pending>, error: &RpcError) {
+    for entry in pending {
+        match entry {
+            Pending::Client { client, id, .. } | Pending::History { client, id } => {
+                client.respond(id, Err(error.clone()));
+            }
+            Pending::Daemon(reply) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            Pending::RestartLoad => {}
+        }
+    }
+}
+
+/// The `session/new` params of a child session asked for with `_kestrel/session/spawn`.
+pub(crate) fn child_new_params(spawn: &Value) -> Result<Value, RpcError> {
+    let Some(cwd) = spawn.get("cwd").and_then(Value::as_str) else {
+        return Err(RpcError::invalid_params("_kestrel/session/spawn needs cwd"));
+    };
+    let Some(parent) = spawn.get("parentSessionId").and_then(Value::as_str) else {
+        return Err(RpcError::invalid_params("_kestrel/session/spawn needs parentSessionId"));
+    };
+    Ok(json!({"cwd": cwd, "mcpServers": [], "_meta": {"kestrel": {"parentSessionId": parent}}}))
+}

@@ -1,0 +1,252 @@
+//! One worker process and the daemon's line link to it. The daemon writes through a
+//! bounded queue (closing it closes the worker's stdin, which is how a worker is asked
+//! to exit) and reads the worker's stdout itself, in order: responses are matched to
+//! their [`Pending`] entry at their place in the stream, so an answer is never
+//! delivered ahead of the notifications the worker sent before it.
+
+use crate::client_link::ClientLink;
+use crate::settings::WorkerCommand;
+use kestrel_platform::{ProcessGroup, spawn_group};
+use kestrel_protocol::jsonrpc::{
+    MAX_LINE_BYTES, Message, Notification, Request, RequestId, RpcError,
+};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Lines waiting to be written to one worker's stdin.
+const WORKER_QUEUE: usize = 256;
+
+/// What a request the daemon sent to a worker is waiting for.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// A client's request, relayed; the answer goes back under the client's own id.
+    Client { client: Arc<ClientLink>, id: RequestId, kind: Relayed },
+    /// `_kestrel/session/history` for a client attaching with `session/load`.
+    History { client: Arc<ClientLink>, id: RequestId },
+    /// The `session/load` of a restarted worker.
+    RestartLoad,
+    /// The daemon's own request (initialize, a child's set-up); the answer goes here.
+    Daemon(oneshot::Sender<Result<Value, RpcError>>),
+}
+
+/// Which relayed request a [`Pending::Client`] is, where the daemon acts on the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Relayed {
+    /// `session/new`: the answer names the session, which then joins the router.
+    New,
+    /// `session/load` of a session no worker had: the worker replays, then answers.
+    Load,
+    /// `session/prompt`: a turn is in flight until it is answered.
+    Prompt,
+    /// Anything else with a `sessionId`.
+    Other,
+}
+
+/// A running worker as seen from the daemon. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerLink {
+    lines: mpsc::Sender<String>,
+    pending: Arc<Mutex<HashMap<i64, Pending>>>,
+    next_id: Arc<AtomicI64>,
+    close: CancellationToken,
+    pid: u32,
+}
+
+/// A freshly started worker: its process, the link to it and its stdout to read.
+pub(crate) struct StartedWorker {
+    pub(crate) group: ProcessGroup,
+    pub(crate) link: WorkerLink,
+    pub(crate) stdout: WorkerOutput,
+}
+
+/// Starts `command` as a worker in its own process group: stdin and stdout piped,
+/// stderr appended to `log` (0600).
+///
+/// Fails when the log cannot be opened or the program cannot be started.
+pub(crate) fn start(command: &WorkerCommand, log: &Path) -> std::io::Result<StartedWorker> {
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let stderr = options.open(log)?;
+    let mut process = tokio::process::Command::new(&command.program);
+    process
+        .args(&command.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .kill_on_drop(false);
+    let mut group = spawn_group(&mut process)?;
+    let child = group.child_mut();
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(std::io::Error::other("the worker's pipes were not set up"));
+    };
+    let (lines, queued) = mpsc::channel(WORKER_QUEUE);
+    let close = CancellationToken::new();
+    tokio::spawn(write_lines(stdin, queued, close.clone()));
+    let link = WorkerLink {
+        lines,
+        pending: Arc::default(),
+        next_id: Arc::new(AtomicI64::new(1)),
+        close,
+        pid: group.id(),
+    };
+    Ok(StartedWorker { group, link, stdout: WorkerOutput { reader: BufReader::new(stdout) } })
+}
+
+impl WorkerLink {
+    /// The worker's pid (also its process group id).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Sends a request whose answer is handled as `pending` says.
+    pub(crate) async fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+        pending: Pending,
+    ) -> Result<(), RpcError> {
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut map) = self.pending.lock() {
+            map.insert(number, pending);
+        }
+        let request = Message::Request(Request {
+            id: RequestId::Number(number),
+            method: method.to_owned(),
+            params,
+        });
+        if self.send_line(request.to_line()).await.is_err() {
+            if let Ok(mut map) = self.pending.lock() {
+                map.remove(&number);
+            }
+            return Err(RpcError::closed());
+        }
+        Ok(())
+    }
+
+    /// Sends a request and waits for its answer (the reader must be running).
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let (reply, answer) = oneshot::channel();
+        self.send_request(method, params, Pending::Daemon(reply)).await?;
+        answer.await.unwrap_or_else(|_| Err(RpcError::closed()))
+    }
+
+    pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), RpcError> {
+        let message = Message::Notification(Notification { method: method.to_owned(), params });
+        self.send_line(message.to_line()).await
+    }
+
+    pub(crate) async fn respond(
+        &self,
+        id: RequestId,
+        result: Result<Value, RpcError>,
+    ) -> Result<(), RpcError> {
+        self.send_line(Message::Response { id, result }.to_line()).await
+    }
+
+    async fn send_line(&self, line: String) -> Result<(), RpcError> {
+        self.lines.send(line).await.map_err(|_| RpcError::closed())
+    }
+
+    /// Takes the pending entry answered by `id`, if the daemon sent that request.
+    pub(crate) fn answered(&self, id: &RequestId) -> Option<Pending> {
+        let RequestId::Number(number) = id else { return None };
+        self.pending.lock().ok()?.remove(number)
+    }
+
+    /// Takes every unanswered request (the worker is gone).
+    pub(crate) fn take_pending(&self) -> Vec<Pending> {
+        let Ok(mut map) = self.pending.lock() else { return Vec::new() };
+        let mut entries: Vec<(i64, Pending)> = map.drain().collect();
+        entries.sort_by_key(|(number, _)| *number);
+        entries.into_iter().map(|(_, pending)| pending).collect()
+    }
+
+    /// True while a relayed `session/prompt` or a history request is unanswered.
+    pub(crate) fn is_busy(&self) -> bool {
+        let Ok(map) = self.pending.lock() else { return true };
+        map.values().any(|pending| match pending {
+            Pending::Client { kind, .. } => *kind == Relayed::Prompt,
+            Pending::History { .. } | Pending::RestartLoad | Pending::Daemon(_) => true,
+        })
+    }
+
+    /// Closes the worker's stdin: the documented way to ask it to exit.
+    pub(crate) fn close_stdin(&self) {
+        self.close.cancel();
+    }
+}
+
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut lines: mpsc::Receiver<String>,
+    close: CancellationToken,
+) {
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = close.cancelled() => None,
+        };
+        let Some(mut line) = line else { break };
+        line.push('\n');
+        let written = tokio::select! {
+            written = stdin.write_all(line.as_bytes()) => written.is_ok(),
+            () = close.cancelled() => false,
+        };
+        if !written || stdin.flush().await.is_err() {
+            break;
+        }
+    }
+    // Dropping stdin here is what closes the worker's input.
+}
+
+/// The worker's stdout, read one message at a time.
+pub(crate) struct WorkerOutput {
+    reader: BufReader<ChildStdout>,
+}
+
+/// One line from a worker.
+pub(crate) enum WorkerLine {
+    /// A message and the line it came from (relayed as is, without re-encoding).
+    Message(Message, String),
+    /// Something that is not JSON-RPC; logged and skipped.
+    Garbage(RpcError),
+}
+
+impl WorkerOutput {
+    /// The next line, or `None` at end of file (the worker closed stdout or exited).
+    pub(crate) async fn next(&mut self) -> Option<WorkerLine> {
+        loop {
+            let line = read_line(&mut self.reader).await?;
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            return Some(match Message::parse(trimmed) {
+                Ok(message) => WorkerLine::Message(message, trimmed.to_owned()),
+                Err(error) => WorkerLine::Garbage(error),
+            });
+        }
+    }
+}
+
+/// One line, at most `MAX_LINE_BYTES` long; a longer or non-UTF-8 line ends the stream
+/// (a worker that writes such things is broken and is restarted).
+async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Option<String> {
+    let mut buffer = Vec::new();
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+    let read = (&mut *reader).take(limit).read_until(b'\n', &mut buffer).await.ok()?;
+    if read == 0 || (buffer.len() >= MAX_LINE_BYTES && buffer.last() != Some(&b'\n')) {
+        return None;
+    }
+    String::from_utf8(buffer).ok()
+}
