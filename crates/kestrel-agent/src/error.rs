@@ -42,7 +42,7 @@ impl AgentError {
             | AgentError::UnknownProvider { .. }
             | AgentError::MissingApiKey { .. }
             | AgentError::Usage(_) => 2,
-            AgentError::Model(ModelError::MissingApiKey { .. }) => 2,
+            AgentError::Model(ModelError::MissingApiKey { .. } | ModelError::InvalidConfig { .. }) => 2,
             AgentError::Store(_)
             | AgentError::Record(_)
             | AgentError::Model(_)

@@ -126,6 +126,7 @@ fn prepare(
         None => None,
     };
     let prompt = read_prompt(prompt)?;
+    let client_options = ClientOptions { ca_bundle: config.ca_bundle.clone(), ..client_options() };
     let launch = Launch {
         home,
         max_turns: common.max_turns.or(config.max_turns),
@@ -134,7 +135,7 @@ fn prepare(
         model,
         mode,
         reasoning,
-        client_options: client_options(),
+        client_options,
     };
     let options = ExecOptions {
         prompt,

@@ -185,6 +185,8 @@ pub struct Config {
     /// The configured mode; `exec` ignores it (ARCHITECTURE §7).
     pub mode: Option<Mode>,
     pub catalog_url: String,
+    /// A PEM file of extra trusted roots for provider requests (a corporate CA).
+    pub ca_bundle: Option<PathBuf>,
     pub reasoning_effort: Option<ReasoningEffort>,
     /// Model round trips per prompt before giving up; at least 1 when set.
     pub max_turns: Option<u32>,
@@ -207,6 +209,7 @@ impl Default for Config {
                 model: None,
                 mode: None,
                 catalog_url: DEFAULT_CATALOG_URL.to_owned(),
+                ca_bundle: None,
                 reasoning_effort: None,
                 max_turns: None,
                 providers: BTreeMap::new(),
@@ -276,7 +279,8 @@ pub fn split_model_ref(model_ref: &str) -> Result<(String, String), ConfigError>
 
 /// One parsed file: its path (for errors) and its raw table (for merging).
 /// Top-level keys a project's `.kestrel/config.toml` may not set.
-const USER_ONLY_KEYS: [&str; 5] = ["mode", "providers", "mcp_servers", "sandbox", "permissions"];
+const USER_ONLY_KEYS: [&str; 6] =
+    ["mode", "providers", "mcp_servers", "sandbox", "permissions", "ca_bundle"];
 
 struct Layer {
     path: PathBuf,
@@ -379,6 +383,7 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
         model: file.model,
         mode: file.mode,
         catalog_url: file.catalog_url.unwrap_or_else(|| DEFAULT_CATALOG_URL.to_owned()),
+        ca_bundle: file.ca_bundle,
         reasoning_effort: file.reasoning_effort,
         max_turns: file.max_turns,
         providers,

@@ -15,6 +15,7 @@ pub(super) struct ConfigFile {
     pub model: Option<String>,
     pub mode: Option<Mode>,
     pub catalog_url: Option<String>,
+    pub ca_bundle: Option<std::path::PathBuf>,
     pub reasoning_effort: Option<ReasoningEffort>,
     pub max_turns: Option<u32>,
     #[serde(default)]
