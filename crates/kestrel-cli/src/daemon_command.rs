@@ -35,10 +35,11 @@ pub fn run(args: DaemonArgs) -> ExitCode {
         Ok(home) => home,
         Err(error) => return fail(&error),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => return fail(&error),
-    };
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => return fail(&error),
+        };
     runtime.block_on(async move {
         match args.action {
             None => serve(home).await,
