@@ -73,7 +73,7 @@ pub fn report(json: bool, name: &str, param: &str, unit: &str, mut values: Vec<f
     if json {
         let line = serde_json::json!({
             "bench": name, "param": param, "unit": unit, "runs": values.len(),
-            "median": median, "min": min, "max": max,
+            "median": median, "min": min, "max": max, "values": values,
         });
         println!("{line}");
     } else {
