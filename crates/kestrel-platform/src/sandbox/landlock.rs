@@ -1,0 +1,192 @@
+//! The Landlock backend, by raw system calls (no crate needed for three calls). The
+//! ruleset is built in this process — it handles only the ways to *change* the file
+//! system, so reading and executing stay unrestricted — and the child applies it to
+//! itself right before it execs (`pre_exec`), after entering a network namespace when
+//! the network is off. Rights the running kernel does not know are left out, so the
+//! rules work on every ABI version (1 = Linux 5.13 and later).
+
+use super::SandboxPolicy;
+use super::namespace::NetworkIsolation;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::process::Command;
+
+const CREATE_RULESET_VERSION: u32 = 1;
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+const WRITE_FILE: u64 = 1 << 1;
+const REMOVE_DIR: u64 = 1 << 4;
+const REMOVE_FILE: u64 = 1 << 5;
+const MAKE_CHAR: u64 = 1 << 6;
+const MAKE_DIR: u64 = 1 << 7;
+const MAKE_REG: u64 = 1 << 8;
+const MAKE_SOCK: u64 = 1 << 9;
+const MAKE_FIFO: u64 = 1 << 10;
+const MAKE_BLOCK: u64 = 1 << 11;
+const MAKE_SYM: u64 = 1 << 12;
+/// ABI 2: links and renames across directories.
+const REFER: u64 = 1 << 13;
+/// ABI 3: truncate(2) and O_TRUNC.
+const TRUNCATE: u64 = 1 << 14;
+
+/// `struct landlock_ruleset_attr` of ABI 1–3 (only the file system field).
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The Landlock ABI version the kernel supports.
+///
+/// Fails with the reason when the kernel has no Landlock or it is turned off.
+pub(super) fn abi_version() -> Result<u32, String> {
+    // SAFETY: with the VERSION flag, a null attribute and size 0 are what the call expects.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if version >= 1 {
+        return u32::try_from(version).map_err(|_| "Landlock reported a bad ABI version".into());
+    }
+    let error = io::Error::last_os_error();
+    Err(match error.raw_os_error() {
+        Some(libc::ENOSYS) => "the kernel has no Landlock support (Linux 5.13+ needed)".into(),
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is disabled in this kernel (add `landlock` to the lsm= boot parameter)".into()
+        }
+        _ => format!("Landlock is unavailable: {error}"),
+    })
+}
+
+/// Every write-like right this ABI knows.
+fn handled_rights(abi: u32) -> u64 {
+    let mut rights = WRITE_FILE
+        | REMOVE_DIR
+        | REMOVE_FILE
+        | MAKE_CHAR
+        | MAKE_DIR
+        | MAKE_REG
+        | MAKE_SOCK
+        | MAKE_FIFO
+        | MAKE_BLOCK
+        | MAKE_SYM;
+    if abi >= 2 {
+        rights |= REFER;
+    }
+    if abi >= 3 {
+        rights |= TRUNCATE;
+    }
+    rights
+}
+
+/// The rights that make sense on a file that is not a directory.
+fn file_rights(abi: u32) -> u64 {
+    if abi >= 3 { WRITE_FILE | TRUNCATE } else { WRITE_FILE }
+}
+
+/// `bash -lc SCRIPT` that confines itself to `policy` before it execs.
+pub(super) fn command(abi: u32, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
+    let ruleset = Arc::new(ruleset(abi, &policy.writable)?);
+    let isolation = if policy.network { None } else { Some(NetworkIsolation::new()?) };
+    let mut command = crate::process::shell_command(script);
+    let hook = move || -> io::Result<()> {
+        if let Some(isolation) = &isolation {
+            // SAFETY: this runs in the forked child before exec (see `enter`).
+            unsafe { isolation.enter()? };
+        }
+        restrict_self(&ruleset)
+    };
+    // SAFETY: the hook only makes system calls on data prepared before the fork.
+    unsafe {
+        command.pre_exec(hook);
+    }
+    Ok(command)
+}
+
+/// A ruleset that handles every write right and grants them beneath `writable`.
+fn ruleset(abi: u32, writable: &[std::path::PathBuf]) -> io::Result<OwnedFd> {
+    let handled = handled_rights(abi);
+    let attr = RulesetAttr { handled_access_fs: handled };
+    // SAFETY: `attr` is a valid ruleset attribute of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let Ok(fd) = i32::try_from(fd) else {
+        return Err(io::Error::other("landlock_create_ruleset returned a bad descriptor"));
+    };
+    // SAFETY: the call returned a new descriptor that nothing else owns.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+    for path in writable {
+        let Some((target, is_dir)) = open_path(path) else { continue };
+        let allowed = if is_dir { handled } else { file_rights(abi) & handled };
+        let rule = PathBeneathAttr { allowed_access: allowed, parent_fd: target.as_raw_fd() };
+        // SAFETY: `rule` is a valid path-beneath attribute and both fds are open.
+        let added = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &rule as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if added != 0 {
+            let error = io::Error::last_os_error();
+            return Err(io::Error::new(
+                error.kind(),
+                format!("cannot allow writes beneath {}: {error}", path.display()),
+            ));
+        }
+    }
+    Ok(ruleset)
+}
+
+/// An `O_PATH` descriptor of `path` and whether it is a directory; `None` when it does
+/// not exist (a missing `$TMPDIR` is no reason to fail).
+fn open_path(path: &Path) -> Option<(OwnedFd, bool)> {
+    let text = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a valid NUL-terminated path; O_PATH opens nothing for reading or writing.
+    let fd = unsafe { libc::open(text.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let is_dir = std::fs::metadata(path).ok()?.is_dir();
+    Some((fd, is_dir))
+}
+
+/// In the child: no new privileges (required to self-restrict without CAP_SYS_ADMIN),
+/// then the ruleset.
+fn restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integers.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the ruleset fd is open (the closure holding it lives until after exec).
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

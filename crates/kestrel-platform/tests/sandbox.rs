@@ -1,0 +1,173 @@
+//! The sandbox for real, with each Linux backend: writes inside the writable roots
+//! work, writes elsewhere fail, reads work everywhere, and the network is off unless
+//! the policy allows it. The directories live under Cargo's target tmp dir, not /tmp,
+//! because /tmp itself is writable in the sandbox.
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use kestrel_platform::{Sandbox, SandboxKind, SandboxPolicy, spawn_group};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn backends() -> Vec<Sandbox> {
+    let landlock = Sandbox::landlock().expect("Landlock works on the test machine");
+    let bubblewrap =
+        Sandbox::bubblewrap().expect("bubblewrap is installed on the test machine (.ci/run)");
+    assert_eq!(landlock.kind(), SandboxKind::Landlock);
+    assert_eq!(bubblewrap.kind(), SandboxKind::Bubblewrap);
+    vec![landlock, bubblewrap]
+}
+
+/// Runs `script` sandboxed in `dir`; returns (success, stdout+stderr).
+async fn run(
+    sandbox: &Sandbox,
+    policy: &SandboxPolicy,
+    dir: &Path,
+    script: &str,
+) -> (bool, String) {
+    let mut command = sandbox.command(script, policy).unwrap();
+    command.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let group = spawn_group(&mut command).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async move {
+        let mut group = group;
+        let child = group.child_mut();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        use tokio::io::AsyncReadExt;
+        let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+        a.unwrap();
+        b.unwrap();
+        let status = group.wait().await.unwrap();
+        out.extend(err);
+        (status.success(), String::from_utf8_lossy(&out).into_owned())
+    })
+    .await
+    .expect("the sandboxed command finishes")
+}
+
+fn policy(workspace: &Path, network: bool) -> SandboxPolicy {
+    SandboxPolicy::workspace_write(workspace, network)
+}
+
+#[tokio::test]
+async fn writes_inside_the_workspace_and_temp_work_and_outside_fail() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        let outside = scratch();
+        let target = outside.path().join("escape.txt");
+        let policy = policy(workspace.path(), false);
+
+        let (ok, output) = run(
+            &sandbox,
+            &policy,
+            workspace.path(),
+            "mkdir -p sub && echo in > sub/a.txt && mv sub/a.txt b.txt && rm -r sub && cat b.txt",
+        )
+        .await;
+        // (A login shell's profile may complain about what it cannot write in $HOME.)
+        assert!(ok, "{name}: {output}");
+        assert!(output.starts_with("in\n"), "{name}: {output}");
+
+        let temp_file =
+            tempfile::Builder::new().prefix("kestrel-sandbox-").tempfile_in("/tmp").unwrap();
+        let script = format!("echo tmp > {0} && cat {0}", temp_file.path().display());
+        let (ok, output) = run(&sandbox, &policy, workspace.path(), &script).await;
+        assert!(ok && output.starts_with("tmp\n"), "{name}: /tmp must be writable: {output}");
+
+        let script = format!("echo out > {}", target.display());
+        let (ok, output) = run(&sandbox, &policy, workspace.path(), &script).await;
+        assert!(!ok, "{name}: the write outside must fail");
+        assert!(
+            output.contains("Permission denied") || output.contains("Read-only file system"),
+            "{name}: {output}"
+        );
+        assert!(!target.exists(), "{name}");
+
+        // Deleting and renaming outside fail too; reading outside works.
+        std::fs::write(outside.path().join("keep.txt"), "kept\n").unwrap();
+        let script = format!(
+            "cat {0}/keep.txt; rm -f {0}/keep.txt; mv {0}/keep.txt {0}/moved.txt",
+            outside.path().display()
+        );
+        let (_, output) = run(&sandbox, &policy, workspace.path(), &script).await;
+        assert!(output.starts_with("kept\n"), "{name}: reads work everywhere: {output}");
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("keep.txt")).unwrap(),
+            "kept\n",
+            "{name}"
+        );
+
+        // The sandbox confines the command, never this process.
+        std::fs::write(&target, "parent").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn standard_devices_and_descriptors_stay_usable() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        let script = "echo a > /dev/null && echo b > /dev/stdout && echo c >&2 && head -c 4 /dev/zero | wc -c";
+        let (ok, output) =
+            run(&sandbox, &policy(workspace.path(), false), workspace.path(), script).await;
+        assert!(ok, "{name}: {output}");
+        assert!(
+            output.contains('b') && output.contains('c') && output.contains('4'),
+            "{name}: {output}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn read_only_policy_keeps_the_workspace_unchanged() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        let policy = SandboxPolicy::read_only(false);
+        let (ok, _) = run(&sandbox, &policy, workspace.path(), "echo x > new.txt").await;
+        assert!(!ok, "{name}");
+        assert!(!workspace.path().join("new.txt").exists(), "{name}");
+        let (ok, output) = run(&sandbox, &policy, workspace.path(), "ls -a").await;
+        assert!(ok, "{name}: {output}");
+    }
+}
+
+#[tokio::test]
+async fn network_is_off_unless_the_policy_allows_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        assert!(sandbox.isolates_network(), "{name}");
+        let workspace = scratch();
+        let (ok, output) =
+            run(&sandbox, &policy(workspace.path(), false), workspace.path(), &script).await;
+        assert!(!ok, "{name}: connected with the network off: {output}");
+        assert!(!output.contains("connected\n"), "{name}");
+
+        let (ok, output) =
+            run(&sandbox, &policy(workspace.path(), true), workspace.path(), &script).await;
+        assert!(ok, "{name}: no connection with the network on: {output}");
+        assert!(output.contains("connected"), "{name}");
+    }
+}
+
+#[test]
+fn scratch_paths_include_tmp_and_the_null_device() {
+    let paths = SandboxPolicy::scratch_paths();
+    assert!(paths.contains(&PathBuf::from("/tmp")));
+    assert!(paths.contains(&PathBuf::from("/dev/null")));
+    let policy = SandboxPolicy::workspace_write(Path::new("/w"), true);
+    assert_eq!(policy.writable[0], PathBuf::from("/w"));
+    assert!(policy.network);
+}
