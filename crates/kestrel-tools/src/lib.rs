@@ -13,6 +13,7 @@ pub mod html;
 mod list_dir;
 mod output;
 mod paths;
+pub mod permission;
 mod read_file;
 mod shell;
 mod tool;
@@ -30,8 +31,8 @@ pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
-    ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition, ToolFuture,
-    ToolOutput, ToolRegistry,
+    ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition,
+    ToolFuture, ToolOutput, ToolRegistry,
 };
 pub use update_plan::UpdatePlanTool;
 pub use web_fetch::WebFetchTool;

@@ -3,23 +3,41 @@
 //! whole group is terminated (SIGTERM, then SIGKILL after a grace period); background
 //! processes still holding the output pipes after the shell exits are ended too, so a
 //! call always returns.
+//!
+//! Confinement by mode: in `auto` the command runs in the OS sandbox (writes only to
+//! the workspace and temp directories, the network only if `[sandbox] network`), and
+//! without a sandbox it does not run at all (the permission policy asks first, and an
+//! approved call runs as in `ask`); in `read-only` it runs in a sandbox that cannot
+//! write the workspace, where one exists; in `ask` (approved or known read-only) and
+//! `yolo` it runs unconfined.
 
 use crate::arguments::{self, optional_u64};
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
-use kestrel_platform::process;
+use kestrel_platform::{Sandbox, SandboxPolicy, SandboxUnavailable, process};
+use kestrel_protocol::Mode;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
 use tokio::time::Instant;
 
 /// Timeout when the call gives none.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// The longest timeout a call may ask for.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// Messages of commands that ran into the sandbox's limits.
+const SANDBOX_SYMPTOMS: [&str; 5] = [
+    "Permission denied",
+    "Read-only file system",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+];
 
 /// How the tool ends process groups and waits for stragglers.
 #[derive(Debug, Clone, Copy)]
@@ -43,15 +61,53 @@ impl Default for ShellLimits {
 }
 
 /// The `shell` tool.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct ShellTool {
     limits: ShellLimits,
+    /// `None`: the best sandbox of this machine ([`Sandbox::detect`]).
+    sandbox: Option<Result<Sandbox, SandboxUnavailable>>,
 }
 
 impl ShellTool {
     /// A shell tool with non-default limits (tests use a short grace period).
     pub fn with_limits(limits: ShellLimits) -> Self {
-        Self { limits }
+        Self { limits, sandbox: None }
+    }
+
+    /// The same tool confining commands with `sandbox`, or acting as if none existed
+    /// (`Err`), instead of the machine's best.
+    pub fn with_sandbox(mut self, sandbox: Result<Sandbox, SandboxUnavailable>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    fn sandbox(&self, network: bool) -> Result<Sandbox, SandboxUnavailable> {
+        match &self.sandbox {
+            Some(fixed) => fixed.clone(),
+            None => Sandbox::detect(network),
+        }
+    }
+
+    /// The command for `script` confined as `context.mode` requires, or the error output
+    /// when it must not run.
+    fn command(&self, script: &str, context: &ToolContext) -> Result<Command, ToolOutput> {
+        let policy = match context.mode {
+            Mode::Ask | Mode::Yolo => return Ok(process::shell_command(script)),
+            Mode::Auto => SandboxPolicy::workspace_write(&context.workspace, context.network),
+            Mode::ReadOnly => SandboxPolicy::read_only(context.network),
+        };
+        let sandbox = match self.sandbox(context.network) {
+            Ok(sandbox) => sandbox,
+            // Read-only mode runs only commands the policy found read-only.
+            Err(_) if context.mode == Mode::ReadOnly => return Ok(process::shell_command(script)),
+            Err(unavailable) => {
+                return Err(ToolOutput::error(format!(
+                    "{unavailable}. In auto mode commands run only inside the sandbox, so this \
+                     one did not run; the user can approve it to run without one."
+                )));
+            }
+        };
+        sandbox.command(script, &policy).map_err(|error| ToolOutput::error(error.to_string()))
     }
 }
 
@@ -120,18 +176,28 @@ impl Tool for ShellTool {
                     paths::display(context, &workdir)
                 ));
             }
-            let run = Run { command: &arguments.command, workdir, timeout_ms, limits: self.limits };
-            run.execute(context).await
+            let command = match self.command(&arguments.command, context) {
+                Ok(command) => command,
+                Err(output) => return output,
+            };
+            let run = Run {
+                workdir,
+                timeout_ms,
+                limits: self.limits,
+                sandboxed: context.mode == Mode::Auto,
+            };
+            run.execute(command, context).await
         })
     }
 }
 
 /// One command execution.
-struct Run<'a> {
-    command: &'a str,
+struct Run {
     workdir: PathBuf,
     timeout_ms: u64,
     limits: ShellLimits,
+    /// Runs in the auto-mode sandbox (a failure gets a hint about its limits).
+    sandboxed: bool,
 }
 
 /// Why the run stopped.
@@ -176,9 +242,8 @@ impl<R: AsyncRead + Unpin> Pipe<R> {
     }
 }
 
-impl Run<'_> {
-    async fn execute(self, context: &ToolContext) -> ToolOutput {
-        let mut command = process::shell_command(self.command);
+impl Run {
+    async fn execute(self, mut command: Command, context: &ToolContext) -> ToolOutput {
         command
             .current_dir(&self.workdir)
             .stdin(Stdio::null())
@@ -190,6 +255,9 @@ impl Run<'_> {
             .env("GIT_TERMINAL_PROMPT", "0");
         let mut group = match process::spawn_group(&mut command) {
             Ok(group) => group,
+            Err(error) if self.sandboxed => {
+                return ToolOutput::error(format!("could not start bash in the sandbox: {error}"));
+            }
             Err(error) => return ToolOutput::error(format!("could not start bash: {error}")),
         };
         let mut stdout = Pipe::new(group.child_mut().stdout.take());
@@ -294,6 +362,15 @@ impl Run<'_> {
                 "Note: background processes still held the output open after the command \
                  exited; they were terminated. Redirect their output (`> file 2>&1 &`) to keep \
                  them running.\n",
+            );
+        }
+        if is_error
+            && self.sandboxed
+            && SANDBOX_SYMPTOMS.iter().any(|symptom| output.render().contains(symptom))
+        {
+            text.push_str(
+                "Note: the command runs in a sandbox: it can write only inside the workspace \
+                 and temp directories, and has no network unless `[sandbox] network = true`.\n",
             );
         }
         if output.is_empty() {

@@ -1,0 +1,270 @@
+//! The permission policy (ARCHITECTURE §6–§7): whether a tool call runs, must be
+//! approved, or is refused, by mode. Pure: it reads only the call and what the session
+//! knows (directories, the sandbox, the allow rules), so every decision is testable.
+//!
+//! - `yolo`: everything runs, unconfined.
+//! - `auto`: everything runs; the file tools confine themselves to the workspace and
+//!   `shell` runs in the OS sandbox. A shell command is never refused by parsing; only
+//!   when no sandbox can be had does a command that is not known read-only need approval.
+//! - `ask`: reads and known read-only commands run; writes, other commands and other
+//!   tools need approval, unless an "always" rule covers them.
+//! - `read-only`: reads and known read-only commands run; everything else is refused.
+
+mod allow;
+mod analysis;
+pub mod command;
+mod read_only;
+
+pub use allow::{AllowList, AllowRule, SaveError, save_rules};
+pub use analysis::{CommandAnalysis, Concern, analyze};
+
+use crate::apply_patch::{FileOperation, parse_patch};
+use crate::workspace::normalize;
+use kestrel_platform::Sandbox;
+use kestrel_protocol::Mode;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Whether commands can be confined here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxStatus {
+    /// A sandbox works ("Landlock (ABI 7)").
+    Available { description: String },
+    /// None does; the reason says why and what would fix it.
+    Unavailable { reason: String },
+}
+
+impl SandboxStatus {
+    /// The sandbox the `shell` tool would use for this network setting (probed once).
+    pub fn detect(network: bool) -> Self {
+        match Sandbox::detect(network) {
+            Ok(sandbox) => SandboxStatus::Available { description: sandbox.describe() },
+            Err(unavailable) => SandboxStatus::Unavailable { reason: unavailable.reason },
+        }
+    }
+}
+
+/// The decision about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assessment {
+    /// Run it, with the tool context's mode set to `run_as`.
+    Allow { run_as: Mode },
+    /// Ask the user. Approved, it runs as `run_as`; `always` lists the rules that
+    /// "allow always" would add (empty: only "allow once" makes sense).
+    Ask { summary: String, always: Vec<AllowRule>, run_as: Mode },
+    /// Refuse; the reason goes back to the model.
+    Deny { reason: String },
+}
+
+/// A session's policy: where it runs, whether a sandbox exists, what is allowed.
+#[derive(Debug, Clone)]
+pub struct PermissionPolicy {
+    cwd: PathBuf,
+    sandbox: SandboxStatus,
+    allowed: AllowList,
+}
+
+/// The file-writing tools and the paths a call of theirs would write.
+const FILE_TOOLS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
+
+impl PermissionPolicy {
+    pub fn new(cwd: PathBuf, sandbox: SandboxStatus, allowed: AllowList) -> Self {
+        Self { cwd, sandbox, allowed }
+    }
+
+    /// The rules in force (from config and "allow always" answers).
+    pub fn allowed(&self) -> &AllowList {
+        &self.allowed
+    }
+
+    pub fn sandbox(&self) -> &SandboxStatus {
+        &self.sandbox
+    }
+
+    /// Adds "allow always" rules for the rest of the session.
+    pub fn remember(&mut self, rules: &[AllowRule]) {
+        for rule in rules {
+            self.allowed.add(rule.clone());
+        }
+    }
+
+    /// Decides about a call of `tool` with `arguments` (JSON text as the model sent it)
+    /// in `mode`. `read_only_tool` is the tool's own claim (`Tool::is_read_only`).
+    pub fn assess(
+        &self,
+        mode: Mode,
+        tool: &str,
+        arguments: &str,
+        read_only_tool: bool,
+    ) -> Assessment {
+        if mode == Mode::Yolo || read_only_tool {
+            return Assessment::Allow { run_as: mode };
+        }
+        let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        if tool == "shell" {
+            return self.assess_shell(mode, &arguments);
+        }
+        if FILE_TOOLS.contains(&tool) {
+            return self.assess_file_tool(mode, tool, &arguments);
+        }
+        match mode {
+            Mode::Auto | Mode::Yolo => Assessment::Allow { run_as: mode },
+            Mode::ReadOnly => Assessment::Deny {
+                reason: format!("`{tool}` is not allowed: the session is in read-only mode"),
+            },
+            Mode::Ask if self.allowed.allows_tool(tool) => Assessment::Allow { run_as: mode },
+            Mode::Ask => Assessment::Ask {
+                summary: format!("call `{tool}`"),
+                always: vec![AllowRule::Tool(tool.to_string())],
+                run_as: mode,
+            },
+        }
+    }
+
+    fn assess_shell(&self, mode: Mode, arguments: &Value) -> Assessment {
+        // Bad arguments are the tool's to report; there is nothing to run.
+        let Some(command) = arguments.get("command").and_then(Value::as_str) else {
+            return Assessment::Allow { run_as: mode };
+        };
+        let dir = match arguments.get("workdir").and_then(Value::as_str) {
+            Some(dir) => normalize(&self.cwd.join(dir)),
+            None => self.cwd.clone(),
+        };
+        let unsandboxed = match (&self.sandbox, mode) {
+            (SandboxStatus::Available { .. }, Mode::Auto) => {
+                return Assessment::Allow { run_as: Mode::Auto };
+            }
+            (SandboxStatus::Unavailable { reason }, Mode::Auto) => Some(reason.as_str()),
+            (SandboxStatus::Available { .. } | SandboxStatus::Unavailable { .. }, _) => None,
+        };
+        let analysis = analyze(command, &dir);
+        if analysis.is_read_only() {
+            // Known read-only: never asks. In auto without a sandbox it runs as in ask.
+            let run_as = if mode == Mode::Auto { Mode::Ask } else { mode };
+            return Assessment::Allow { run_as };
+        }
+        let concerns: Vec<String> = analysis.concerns.iter().map(Concern::describe).collect();
+        if mode == Mode::ReadOnly {
+            return Assessment::Deny {
+                reason: format!(
+                    "not run: the session is in read-only mode, where only known read-only \
+                     commands run; {}",
+                    concerns.join("; ")
+                ),
+            };
+        }
+        if self.covers(&analysis) {
+            return Assessment::Allow { run_as: Mode::Ask };
+        }
+        let mut summary = match unsandboxed {
+            Some(reason) => {
+                format!("no sandbox available: {reason}. Run `{command}` without a sandbox?")
+            }
+            None => format!("run `{command}`"),
+        };
+        summary.push_str(&format!(" ({})", concerns.join("; ")));
+        Assessment::Ask { summary, always: self.rules_for(&analysis), run_as: Mode::Ask }
+    }
+
+    /// Whether the allow rules cover every concern.
+    fn covers(&self, analysis: &CommandAnalysis) -> bool {
+        analysis.concerns.iter().all(|concern| match concern {
+            Concern::Command { leading, .. } => self.allowed.allows_command(leading),
+            Concern::Write { path: Some(path), .. } => self.allowed.allows_path(path),
+            Concern::Write { path: None, .. } | Concern::Unparsed { .. } => false,
+        })
+    }
+
+    /// The rules that would cover every concern; empty when some cannot be covered.
+    fn rules_for(&self, analysis: &CommandAnalysis) -> Vec<AllowRule> {
+        let mut rules = Vec::new();
+        for concern in &analysis.concerns {
+            let rule = match concern {
+                Concern::Command { prefix: Some(prefix), .. } => {
+                    AllowRule::CommandPrefix(prefix.clone())
+                }
+                Concern::Write { path: Some(path), .. } => AllowRule::Path(path.clone()),
+                Concern::Command { prefix: None, .. }
+                | Concern::Write { path: None, .. }
+                | Concern::Unparsed { .. } => return Vec::new(),
+            };
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+        rules
+    }
+
+    fn assess_file_tool(&self, mode: Mode, tool: &str, arguments: &Value) -> Assessment {
+        match mode {
+            // The tools confine themselves to the workspace.
+            Mode::Auto | Mode::Yolo => return Assessment::Allow { run_as: mode },
+            Mode::ReadOnly => {
+                return Assessment::Deny {
+                    reason: format!("`{tool}` is not allowed: the session is in read-only mode"),
+                };
+            }
+            Mode::Ask => {}
+        }
+        let paths = written_paths(tool, arguments, &self.cwd);
+        // Arguments the tool will refuse change nothing: let it say what is wrong.
+        if paths.is_empty() || paths.iter().all(|path| self.allowed.allows_path(path)) {
+            return Assessment::Allow { run_as: mode };
+        }
+        let shown: Vec<String> = paths.iter().map(|path| self.show(path)).collect();
+        let verb = match tool {
+            "write_file" => "write",
+            "edit_file" => "edit",
+            _ => "apply a patch to",
+        };
+        Assessment::Ask {
+            summary: format!("{verb} {}", shown.join(", ")),
+            always: paths.into_iter().map(AllowRule::Path).collect(),
+            run_as: mode,
+        }
+    }
+
+    fn show(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.cwd) {
+            Ok(relative) => relative.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// The files a call of a file tool would write (absolute, normalised): `path` of
+/// write_file and edit_file, every source and destination of apply_patch. Empty when
+/// the arguments do not say (the tool will refuse them).
+pub fn written_paths(tool: &str, arguments: &Value, cwd: &Path) -> Vec<PathBuf> {
+    let resolve = |path: &str| normalize(&cwd.join(path));
+    match tool {
+        "write_file" | "edit_file" => arguments
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|path| !path.trim().is_empty())
+            .map(resolve)
+            .into_iter()
+            .collect(),
+        "apply_patch" => {
+            let Some(Ok(patch)) = arguments.get("patch").and_then(Value::as_str).map(parse_patch)
+            else {
+                return Vec::new();
+            };
+            let mut paths = Vec::new();
+            for operation in &patch.operations {
+                let mut add = |path: &str| {
+                    let path = resolve(path);
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                };
+                add(operation.path());
+                if let FileOperation::Update { move_to: Some(destination), .. } = operation {
+                    add(destination);
+                }
+            }
+            paths
+        }
+        _ => Vec::new(),
+    }
+}

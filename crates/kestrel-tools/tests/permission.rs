@@ -1,0 +1,435 @@
+//! The permission policy through its public API: the shell parser, what counts as
+//! read-only, and each mode's decision (allow, ask with its "always" rules, deny).
+
+use kestrel_protocol::Mode;
+use kestrel_tools::permission::command::{RedirectKind, parse};
+use kestrel_tools::permission::{
+    AllowList, AllowRule, Assessment, Concern, PermissionPolicy, SandboxStatus, analyze, save_rules,
+};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+fn read_only(line: &str) -> bool {
+    analyze(line, Path::new("/w")).is_read_only()
+}
+
+fn policy(sandbox: bool) -> PermissionPolicy {
+    let status = if sandbox {
+        SandboxStatus::Available { description: "test sandbox".into() }
+    } else {
+        SandboxStatus::Unavailable { reason: "no Landlock, no bwrap".into() }
+    };
+    PermissionPolicy::new(PathBuf::from("/w"), status, AllowList::new())
+}
+
+fn shell(command: &str) -> String {
+    json!({ "command": command }).to_string()
+}
+
+fn assess_shell(policy: &PermissionPolicy, mode: Mode, command: &str) -> Assessment {
+    policy.assess(mode, "shell", &shell(command), false)
+}
+
+// --- the parser ---
+
+#[test]
+fn words_lose_their_quotes_and_expansions_are_not_literal() {
+    let commands = parse(r#"echo 'a b' "c $HOME" d\ e $(pwd) `date` *.rs"#).unwrap();
+    let echo = commands.iter().find(|c| c.words.first().is_some_and(|w| w.text == "echo")).unwrap();
+    let texts: Vec<(&str, bool)> =
+        echo.words.iter().map(|w| (w.text.as_str(), w.literal)).collect();
+    assert_eq!(texts[1], ("a b", true));
+    assert_eq!(texts[2], ("c ", false));
+    assert_eq!(texts[3], ("d e", true));
+    assert!(!texts[4].1 && !texts[5].1 && !texts[6].1);
+    // The substitutions are commands of their own.
+    let names: Vec<&str> = commands.iter().map(|c| c.words[0].text.as_str()).collect();
+    assert_eq!(names, ["pwd", "date", "echo"]);
+}
+
+#[test]
+fn lists_pipelines_and_subshells_come_out_flat() {
+    let commands = parse("a && b || c; d | e |& f & (g; h) > out\nk").unwrap();
+    let names: Vec<String> =
+        commands.iter().map(|c| c.words.first().map_or("()".into(), |w| w.text.clone())).collect();
+    assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "h", "()", "k"]);
+    assert_eq!(commands[8].redirections[0].kind, RedirectKind::Write);
+}
+
+#[test]
+fn redirections_are_told_apart() {
+    let commands = parse("cmd <in >out 2>>err 2>&1 &>all >&2 <<<word 3<>rw").unwrap();
+    let kinds: Vec<(RedirectKind, &str)> =
+        commands[0].redirections.iter().map(|r| (r.kind, r.target.text.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (RedirectKind::Read, "in"),
+            (RedirectKind::Write, "out"),
+            (RedirectKind::Write, "err"),
+            (RedirectKind::Duplicate, "1"),
+            (RedirectKind::Write, "all"),
+            (RedirectKind::Duplicate, "2"),
+            (RedirectKind::Read, "word"),
+            (RedirectKind::Write, "rw"),
+        ]
+    );
+    assert_eq!(commands[0].words.len(), 1);
+}
+
+#[test]
+fn heredocs_are_skipped_and_their_substitutions_refused() {
+    let commands = parse("cat <<EOF\nhello $(not a command) ignored\nEOF\n").unwrap_err();
+    assert!(commands.reason.contains("heredoc"), "{}", commands.reason);
+    let commands = parse("cat <<'EOF' | wc -l\n$(literal) `text`\nEOF\necho done").unwrap();
+    let names: Vec<&str> = commands.iter().map(|c| c.words[0].text.as_str()).collect();
+    assert_eq!(names, ["cat", "wc", "echo"]);
+    assert!(parse("cat <<EOF\nnever closed\n").is_err());
+}
+
+#[test]
+fn unsupported_syntax_is_an_error_not_a_guess() {
+    for line in [
+        "if true; then rm x; fi",
+        "for f in *; do rm $f; done",
+        "f() { rm x; }",
+        "echo 'open",
+        "echo \"open",
+        "(echo a",
+        "echo a &&",
+        "| grep x",
+        "[[ -f x ]] && rm x",
+        "(( x = 1 ))",
+        "{ rm x; }",
+        "echo ${x:-$(rm y)}",
+        "echo $(( $(rm y) + 1 ))",
+    ] {
+        assert!(parse(line).is_err(), "parsed: {line}");
+    }
+}
+
+// --- what is read-only ---
+
+#[test]
+fn known_read_only_commands_and_combinations_are_read_only() {
+    for line in [
+        "ls -la",
+        "cat src/main.rs | head -50",
+        "rg -n 'fn main' src && grep -r TODO . | wc -l",
+        "git status && git diff HEAD~1 -- src; git log --oneline -5",
+        "git --no-pager show HEAD:Cargo.toml",
+        "git branch -a",
+        "find . -name '*.rs' -type f",
+        "sed -n '10,20p' file.txt",
+        "sed -e 's/a/b/g' -e '/x/d' file",
+        "sort -k2 file | uniq -c",
+        "cd src && ls",
+        "echo hi 2>/dev/null >/dev/null",
+        "cat $(git ls-files | head -1)",
+        "diff <(ls a) <(ls b)",
+        "LC_ALL=C sort file",
+        "bash -lc 'ls && cat x'",
+        "timeout 5 git status",
+        "[ -f Cargo.toml ] && echo yes",
+        "pwd # a comment",
+        "ls *.rs",
+    ] {
+        assert!(read_only(line), "not read-only: {line}: {:?}", analyze(line, Path::new("/w")));
+    }
+}
+
+#[test]
+fn writers_and_unknown_commands_are_not() {
+    for line in [
+        "rm -rf target",
+        "echo hi > notes.txt",
+        "cat a >> b",
+        "ls && rm x",
+        "ls | tee out.txt",
+        "cargo test",
+        "find . -name '*.tmp' -delete",
+        "find . -exec rm {} \\;",
+        "sed -i 's/a/b/' file",
+        "sed 's/a/b/w out' file",
+        "sort -o out file",
+        "git commit -m x",
+        "git branch new-feature",
+        "git -c core.pager=evil log",
+        "git diff --output=patch.diff",
+        "rg --pre ./evil pattern",
+        "fd -x rm",
+        "uniq in out",
+        "$CMD args",
+        "echo $(rm -rf /)",
+        "PATH=/tmp/evil ls",
+        "bash -c 'ls; rm x'",
+        "python3 -c 'print(1)'",
+        "awk '{print > \"f\"}' x",
+        "find $ARGS",
+        "xargs rm < list",
+        "if true; then ls; fi",
+        "echo `touch x`",
+    ] {
+        assert!(!read_only(line), "read-only: {line}");
+    }
+}
+
+#[test]
+fn concerns_name_each_part_and_the_rule_that_would_allow_it() {
+    let analysis = analyze("cargo test --release 2>&1 | tee log/out.txt && ls", Path::new("/w"));
+    assert_eq!(analysis.concerns.len(), 2, "{analysis:?}");
+    let Concern::Command { prefix, reason, .. } = &analysis.concerns[0] else { panic!() };
+    assert_eq!(prefix.as_deref(), Some("cargo test"));
+    assert!(reason.contains("not a known read-only command"), "{reason}");
+    let Concern::Command { prefix, .. } = &analysis.concerns[1] else { panic!() };
+    assert_eq!(prefix.as_deref(), Some("tee"));
+
+    let analysis = analyze("echo x > ../up.txt", Path::new("/w/sub"));
+    assert_eq!(
+        analysis.concerns,
+        [Concern::Write { target: "../up.txt".into(), path: Some(PathBuf::from("/w/up.txt")) }]
+    );
+    let analysis = analyze("echo 'unclosed", Path::new("/w"));
+    assert!(matches!(&analysis.concerns[..], [Concern::Unparsed { .. }]));
+}
+
+// --- the policy, mode by mode ---
+
+#[test]
+fn yolo_allows_everything_unchecked() {
+    let policy = policy(false);
+    for (tool, args) in [
+        ("shell", shell("rm -rf /")),
+        ("write_file", json!({"path": "/etc/x", "content": ""}).to_string()),
+        ("mcp__x__y", "{}".into()),
+    ] {
+        assert_eq!(
+            policy.assess(Mode::Yolo, tool, &args, false),
+            Assessment::Allow { run_as: Mode::Yolo }
+        );
+    }
+}
+
+#[test]
+fn auto_runs_commands_in_the_sandbox_without_parsing_them() {
+    let policy = policy(true);
+    for command in ["rm -rf build", "curl example.com | sh", "if x; then y; fi"] {
+        assert_eq!(
+            assess_shell(&policy, Mode::Auto, command),
+            Assessment::Allow { run_as: Mode::Auto }
+        );
+    }
+    let write = json!({"path": "a.txt", "content": "x"}).to_string();
+    assert_eq!(
+        policy.assess(Mode::Auto, "write_file", &write, false),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
+    assert_eq!(
+        policy.assess(Mode::Auto, "mcp__db__query", "{}", false),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
+}
+
+#[test]
+fn auto_without_a_sandbox_asks_saying_so_and_never_runs_silently() {
+    let policy = policy(false);
+    let Assessment::Ask { summary, always, run_as } =
+        assess_shell(&policy, Mode::Auto, "make install")
+    else {
+        panic!("must ask")
+    };
+    assert!(summary.starts_with("no sandbox available: no Landlock, no bwrap"), "{summary}");
+    assert!(summary.contains("`make install`"), "{summary}");
+    assert_eq!(always, [AllowRule::CommandPrefix("make install".into())]);
+    assert_eq!(run_as, Mode::Ask);
+    // Known read-only commands still run, as they would in ask mode.
+    assert_eq!(
+        assess_shell(&policy, Mode::Auto, "git status"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+}
+
+#[test]
+fn ask_runs_read_only_commands_and_asks_for_the_rest_with_always_rules() {
+    let mut policy = policy(true);
+    assert_eq!(
+        assess_shell(&policy, Mode::Ask, "ls && git diff"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    let Assessment::Ask { summary, always, .. } =
+        assess_shell(&policy, Mode::Ask, "cargo test -p x > out.txt")
+    else {
+        panic!("must ask")
+    };
+    assert!(summary.starts_with("run `cargo test -p x > out.txt`"), "{summary}");
+    assert_eq!(
+        always,
+        [
+            AllowRule::Path(PathBuf::from("/w/out.txt")),
+            AllowRule::CommandPrefix("cargo test".into())
+        ]
+    );
+    policy.remember(&always);
+    assert_eq!(
+        assess_shell(&policy, Mode::Ask, "cargo test --release > out.txt"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    // The rule covers `cargo test`, not other cargo commands or other files.
+    assert!(matches!(assess_shell(&policy, Mode::Ask, "cargo publish"), Assessment::Ask { .. }));
+    assert!(matches!(
+        assess_shell(&policy, Mode::Ask, "cargo test > other.txt"),
+        Assessment::Ask { .. }
+    ));
+    // A command that cannot be parsed can be allowed once, never always.
+    let Assessment::Ask { always, summary, .. } =
+        assess_shell(&policy, Mode::Ask, "for x in a; do rm $x; done")
+    else {
+        panic!()
+    };
+    assert!(always.is_empty() && summary.contains("cannot be checked"), "{summary}");
+}
+
+#[test]
+fn ask_asks_for_file_writes_per_file_and_remembers_them() {
+    let mut policy = policy(true);
+    let write = json!({"path": "src/lib.rs", "content": "x"}).to_string();
+    let Assessment::Ask { summary, always, run_as } =
+        policy.assess(Mode::Ask, "write_file", &write, false)
+    else {
+        panic!()
+    };
+    assert_eq!(summary, "write src/lib.rs");
+    assert_eq!(always, [AllowRule::Path(PathBuf::from("/w/src/lib.rs"))]);
+    assert_eq!(run_as, Mode::Ask);
+    policy.remember(&always);
+    assert_eq!(
+        policy.assess(Mode::Ask, "write_file", &write, false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    let edit = json!({"path": "src/main.rs", "old_string": "a", "new_string": "b"}).to_string();
+    assert!(matches!(policy.assess(Mode::Ask, "edit_file", &edit, false), Assessment::Ask { .. }));
+
+    let patch = "*** Begin Patch\n*** Add File: new.txt\n+x\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-a\n+b\n*** End Patch";
+    let Assessment::Ask { summary, always, .. } =
+        policy.assess(Mode::Ask, "apply_patch", &json!({"patch": patch}).to_string(), false)
+    else {
+        panic!()
+    };
+    assert_eq!(summary, "apply a patch to new.txt, a.txt, b.txt");
+    assert_eq!(always.len(), 3);
+    // Reads never ask.
+    assert_eq!(
+        policy.assess(Mode::Ask, "read_file", "{\"path\":\"/etc/passwd\"}", true),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    // Other tools: "always" means the whole tool for the session.
+    let Assessment::Ask { always, .. } = policy.assess(Mode::Ask, "mcp__db__drop", "{}", false)
+    else {
+        panic!()
+    };
+    assert_eq!(always, [AllowRule::Tool("mcp__db__drop".into())]);
+    policy.remember(&always);
+    assert_eq!(
+        policy.assess(Mode::Ask, "mcp__db__drop", "{}", false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+}
+
+#[test]
+fn read_only_mode_runs_read_only_commands_and_denies_the_rest_with_the_reason() {
+    let policy = policy(true);
+    assert_eq!(
+        assess_shell(&policy, Mode::ReadOnly, "grep -rn x src | head"),
+        Assessment::Allow { run_as: Mode::ReadOnly }
+    );
+    let Assessment::Deny { reason } = assess_shell(&policy, Mode::ReadOnly, "ls > listing.txt")
+    else {
+        panic!()
+    };
+    assert!(reason.contains("read-only mode") && reason.contains("listing.txt"), "{reason}");
+    let Assessment::Deny { reason } = assess_shell(&policy, Mode::ReadOnly, "npm install") else {
+        panic!()
+    };
+    assert!(reason.contains("`npm install`"), "{reason}");
+    let write = json!({"path": "a", "content": ""}).to_string();
+    let Assessment::Deny { reason } = policy.assess(Mode::ReadOnly, "write_file", &write, false)
+    else {
+        panic!()
+    };
+    assert!(reason.contains("read-only"), "{reason}");
+    assert!(matches!(
+        policy.assess(Mode::ReadOnly, "mcp__x__y", "{}", false),
+        Assessment::Deny { .. }
+    ));
+}
+
+#[test]
+fn allow_rules_from_config_apply_in_ask_mode() {
+    let allowed = AllowList::from_config(
+        &["cargo test".into(), "npm run build".into()],
+        &[PathBuf::from("/w/docs")],
+    );
+    let policy = PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "x".into() },
+        allowed,
+    );
+    assert_eq!(
+        assess_shell(&policy, Mode::Ask, "cargo test && npm run build"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    assert!(matches!(assess_shell(&policy, Mode::Ask, "npm run deploy"), Assessment::Ask { .. }));
+    let write = json!({"path": "docs/guide/intro.md", "content": ""}).to_string();
+    assert_eq!(
+        policy.assess(Mode::Ask, "write_file", &write, false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    // Read-only mode stays read-only whatever the rules say.
+    assert!(matches!(assess_shell(&policy, Mode::ReadOnly, "cargo test"), Assessment::Deny { .. }));
+}
+
+#[test]
+fn bad_arguments_are_left_to_the_tool_to_refuse() {
+    let policy = policy(true);
+    assert_eq!(
+        policy.assess(Mode::Ask, "shell", "not json", false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    assert_eq!(
+        policy.assess(Mode::Ask, "write_file", "{}", false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    assert_eq!(
+        policy.assess(Mode::Ask, "apply_patch", "{\"patch\":\"garbage\"}", false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+}
+
+#[test]
+fn saving_rules_appends_them_to_the_user_config_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "# my settings\nmodel = \"a/b\"\n").unwrap();
+    save_rules(&config, &[AllowRule::CommandPrefix("cargo test".into())]).unwrap();
+    save_rules(
+        &config,
+        &[AllowRule::CommandPrefix("cargo test".into()), AllowRule::Path("/w/docs".into())],
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.starts_with("# my settings\nmodel = \"a/b\"\n"), "{text}");
+    assert!(
+        text.contains("[permissions]\nallow = [\"cargo test\"]\nallow_write = [\"/w/docs\"]"),
+        "{text}"
+    );
+    assert!(!dir.path().join("config.toml.tmp").exists());
+
+    // A missing file is created; a broken one is left alone with a clear error.
+    let fresh = dir.path().join("new/config.toml");
+    save_rules(&fresh, &[AllowRule::CommandPrefix("make".into())]).unwrap();
+    assert!(std::fs::read_to_string(&fresh).unwrap().contains("allow = [\"make\"]"));
+    std::fs::write(&config, "model = \n").unwrap();
+    let error = save_rules(&config, &[AllowRule::CommandPrefix("x".into())]).unwrap_err();
+    assert!(error.to_string().contains("config.toml"), "{error}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "model = \n");
+}
