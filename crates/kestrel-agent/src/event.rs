@@ -26,10 +26,15 @@ pub enum AgentEvent {
         item_id: String,
         text: String,
     },
+    /// A call the model made; it runs once approved (`ToolCallRunning`) or ends refused.
     ToolCallStarted {
         call_id: String,
         name: String,
         arguments: String,
+    },
+    /// The call was allowed and is running now.
+    ToolCallRunning {
+        call_id: String,
     },
     ToolCallCompleted {
         call_id: String,

@@ -7,6 +7,7 @@ use crate::approval::Unattended;
 use crate::event::AgentEvent;
 use crate::session::EventSink;
 use crate::setup::{Launch, open_session};
+use futures_util::future::BoxFuture;
 use kestrel_protocol::{
     EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecPlanStep, StopReason,
 };
@@ -144,6 +145,7 @@ impl Printer {
         let item = |id: String, kind: ExecItemKind| ExecItem { id, kind };
         let events = match event {
             AgentEvent::TurnStarted => vec![ExecEvent::TurnStarted {}],
+            AgentEvent::ToolCallRunning { .. } => Vec::new(),
             AgentEvent::TextDelta { item_id, delta } => {
                 self.streamed(item_id, delta, |text| ExecItemKind::AgentMessage { text })
             }
@@ -267,6 +269,7 @@ impl Printer {
             }
             AgentEvent::Retrying { message } => self.note(&message),
             AgentEvent::TurnStarted
+            | AgentEvent::ToolCallRunning { .. }
             | AgentEvent::TextDelta { .. }
             | AgentEvent::TextCompleted { .. }
             | AgentEvent::ReasoningDelta { .. }
@@ -281,7 +284,7 @@ impl Printer {
 }
 
 impl EventSink for Printer {
-    fn emit(&self, event: AgentEvent) {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
         if self.json {
             self.json_event(event);
         } else if self.progress {
@@ -289,5 +292,6 @@ impl EventSink for Printer {
         } else if let AgentEvent::Retrying { message } = event {
             self.note(&message);
         }
+        Box::pin(std::future::ready(()))
     }
 }

@@ -1,7 +1,9 @@
 //! A session: the turn loop (model → tools → model), project instructions, the
-//! session record as the turn goes, and the exec host that runs it headless.
+//! session record as the turn goes, the exec host that runs it headless and the worker
+//! that serves it over ACP.
 
 mod approval;
+mod control;
 mod error;
 mod event;
 mod exec;
@@ -9,12 +11,17 @@ mod history;
 mod instructions;
 mod session;
 mod setup;
+mod worker;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, Unattended};
+pub use control::{ModelChoice, SessionControl};
 pub use error::AgentError;
 pub use event::AgentEvent;
 pub use exec::{ExecOptions, ExecOutput, ResumeTarget, run_exec};
 pub use history::History;
 pub use instructions::{InstructionFile, find_instructions, repository_root};
 pub use session::{EventSink, Session, SessionSettings, TurnResult};
-pub use setup::{Launch, ResolvedModel, open_session, resolve_model, system_prompt};
+pub use setup::{
+    Launch, ResolvedModel, choose_model, open_session, resolve_model, resume_session, system_prompt,
+};
+pub use worker::{Logger, WorkerOptions, run_worker};

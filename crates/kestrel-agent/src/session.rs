@@ -3,14 +3,17 @@
 //! Every item is written to the record as it happens, so a crash loses nothing written.
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+use crate::control::{ModelChoice, SessionControl};
 use crate::history::History;
 use crate::{AgentError, AgentEvent};
-use futures_util::future::join_all;
+use futures_util::future::{BoxFuture, join_all};
 use kestrel_model::{
     ContentPart, FinishReason, Message, ModelClient, ModelError, ModelRequest, ReasoningEffort,
     StreamEvent, ToolCall, ToolSpec,
 };
-use kestrel_protocol::{Mode, RecordEntry, RecordItem, SessionId, StopReason, Usage};
+use kestrel_protocol::{
+    Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
+};
 use kestrel_store::SessionRecord;
 use kestrel_tools::{ToolContext, ToolOutput, ToolRegistry};
 use std::collections::HashSet;
@@ -19,14 +22,16 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Receives a session's events as they happen.
+/// Receives a session's events as they happen. The turn waits for each `emit`, so a
+/// sink that forwards to a slow reader slows the turn down instead of buffering.
 pub trait EventSink: Send + Sync {
-    fn emit(&self, event: AgentEvent);
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()>;
 }
 
 impl<F: Fn(AgentEvent) + Send + Sync> EventSink for F {
-    fn emit(&self, event: AgentEvent) {
-        self(event)
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        self(event);
+        Box::pin(std::future::ready(()))
     }
 }
 
@@ -36,6 +41,7 @@ pub struct SessionSettings {
     pub cwd: PathBuf,
     /// The root the file tools are confined to.
     pub workspace: PathBuf,
+    /// The mode the session starts in; [`Session::mode`] is the mode now.
     pub mode: Mode,
     pub network: bool,
     /// The model id sent to the provider.
@@ -65,6 +71,7 @@ pub struct Session {
     tools: ToolRegistry,
     settings: SessionSettings,
     approver: Arc<dyn Approver>,
+    control: SessionControl,
     /// Tools the user allowed for the rest of the session.
     always_allowed: HashSet<String>,
     total_usage: Usage,
@@ -85,6 +92,7 @@ impl Session {
             history,
             client,
             tools,
+            control: SessionControl::new(settings.mode),
             settings,
             approver,
             always_allowed: HashSet::new(),
@@ -110,6 +118,37 @@ impl Session {
         self.total_usage
     }
 
+    /// A handle to change the mode or the model while a turn runs.
+    pub fn control(&self) -> SessionControl {
+        self.control.clone()
+    }
+
+    /// The mode tool calls run in now.
+    pub fn mode(&self) -> Mode {
+        self.control.mode()
+    }
+
+    /// The model in use, as `provider/model`.
+    pub fn model_ref(&self) -> String {
+        format!("{}/{}", self.client.provider().name, self.settings.model)
+    }
+
+    /// Switches the model now and records the switch (a `model_switch` notice naming
+    /// the new model, so a resumed session continues with it). Fails only when the
+    /// record cannot be written.
+    pub fn switch_model(&mut self, choice: ModelChoice) -> Result<(), AgentError> {
+        let previous = self.model_ref();
+        self.client = choice.client;
+        self.settings.model = choice.model_id;
+        self.write(RecordItem::Notice {
+            notice: Notice {
+                kind: NoticeKind::ModelSwitch,
+                message: format!("model switched from {previous} to {}", choice.model_ref),
+                model: Some(choice.model_ref),
+            },
+        })
+    }
+
     /// Runs one user prompt to its end. Errors that end the turn are in the result
     /// (`failed`, with the message); `Err` means the record itself could not be written.
     pub async fn run_turn(
@@ -118,25 +157,44 @@ impl Session {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<TurnResult, AgentError> {
+        self.run_prompt(vec![ContentPart::Text(prompt.to_string())], sink, cancel).await
+    }
+
+    /// Like [`Session::run_turn`], for a prompt of text and images. The record keeps the
+    /// text (an image as a `[image: TYPE]` placeholder).
+    pub async fn run_prompt(
+        &mut self,
+        prompt: Vec<ContentPart>,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnResult, AgentError> {
         self.write(RecordItem::TurnStarted {})?;
-        sink.emit(AgentEvent::TurnStarted);
-        self.write(RecordItem::UserMessage { text: prompt.to_string() })?;
-        self.history.push(Message::User { content: vec![ContentPart::Text(prompt.to_string())] });
+        sink.emit(AgentEvent::TurnStarted).await;
+        self.write(RecordItem::UserMessage { text: record_text(&prompt) })?;
+        self.history.push(Message::User { content: prompt });
         let mut usage = Usage::default();
         let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
         self.write(RecordItem::TurnCompleted { stop_reason, error: error.clone() })?;
+        // A switch made during the last request is recorded now, not at the next turn.
+        self.take_model_switch()?;
         self.total_usage.add(&usage);
-        match &error {
+        let event = match &error {
             Some(message) if stop_reason == StopReason::Failed => {
-                sink.emit(AgentEvent::TurnFailed { error: message.clone(), usage })
+                AgentEvent::TurnFailed { error: message.clone(), usage }
             }
-            Some(_) | None => sink.emit(AgentEvent::TurnCompleted {
-                stop_reason,
-                final_text: final_text.clone(),
-                usage,
-            }),
-        }
+            Some(_) | None => {
+                AgentEvent::TurnCompleted { stop_reason, final_text: final_text.clone(), usage }
+            }
+        };
+        sink.emit(event).await;
         Ok(TurnResult { stop_reason, final_text, error, usage })
+    }
+
+    fn take_model_switch(&mut self) -> Result<(), AgentError> {
+        match self.control.take_model() {
+            Some(choice) => self.switch_model(choice),
+            None => Ok(()),
+        }
     }
 
     async fn turn_loop(
@@ -175,6 +233,7 @@ impl Session {
         cancel: &CancellationToken,
         usage: &mut Usage,
     ) -> Result<Step, AgentError> {
+        self.take_model_switch()?;
         let request = self.request();
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,
@@ -189,7 +248,7 @@ impl Session {
             };
             match next {
                 Some(Ok(event)) => {
-                    if let Some(finish) = response.absorb(event, sink) {
+                    if let Some(finish) = response.absorb(event, sink).await {
                         response.finish = Some(finish);
                     }
                 }
@@ -199,7 +258,7 @@ impl Session {
             }
         };
         // Whatever arrived is kept, even when the stream failed.
-        self.record_response(&response, sink, usage)?;
+        self.record_response(&response, sink, usage).await?;
         if let Some((reason, error)) = failure {
             return Ok(Step::Stopped { reason, text: response.text, error });
         }
@@ -240,7 +299,7 @@ impl Session {
         }
     }
 
-    fn record_response(
+    async fn record_response(
         &mut self,
         response: &Response,
         sink: &dyn EventSink,
@@ -251,13 +310,15 @@ impl Session {
             sink.emit(AgentEvent::ReasoningCompleted {
                 item_id: response.reasoning_item.clone(),
                 text: response.reasoning.clone(),
-            });
+            })
+            .await;
         }
         if !response.text.is_empty() {
             sink.emit(AgentEvent::TextCompleted {
                 item_id: response.text_item.clone(),
                 text: response.text.clone(),
-            });
+            })
+            .await;
         }
         if !response.text.is_empty()
             || reasoning_text.is_some()
@@ -291,7 +352,7 @@ impl Session {
             };
             usage.add(&request_usage);
             self.write(RecordItem::Usage { usage: request_usage })?;
-            sink.emit(AgentEvent::Usage(request_usage));
+            sink.emit(AgentEvent::Usage(request_usage)).await;
         }
         Ok(())
     }
@@ -304,15 +365,16 @@ impl Session {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<(), AgentError> {
-        let context = ToolContext {
-            cwd: self.settings.cwd.clone(),
-            workspace: self.settings.workspace.clone(),
-            mode: self.settings.mode,
-            network: self.settings.network,
-            cancel: cancel.clone(),
-        };
         let mut index = 0;
         while index < calls.len() {
+            // Read per batch: a mode switch applies from the next call on.
+            let context = ToolContext {
+                cwd: self.settings.cwd.clone(),
+                workspace: self.settings.workspace.clone(),
+                mode: self.control.mode(),
+                network: self.settings.network,
+                cancel: cancel.clone(),
+            };
             let read_only = self.tools.is_read_only(&calls[index].name);
             let end = if read_only {
                 index
@@ -326,9 +388,13 @@ impl Session {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
-                });
+                })
+                .await;
             }
             let outputs: Vec<(ToolOutput, u64)> = if read_only {
+                for call in batch {
+                    sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
+                }
                 let tools = &self.tools;
                 let context = &context;
                 join_all(
@@ -340,21 +406,24 @@ impl Session {
             } else {
                 let call = &batch[0];
                 let started = Instant::now();
-                let output = match self.permission(call).await {
-                    Ok(()) => self.tools.call(&call.name, &call.arguments, &context).await,
+                let output = match self.permission(call, context.mode, cancel).await {
+                    Ok(()) => {
+                        sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
+                        self.tools.call(&call.name, &call.arguments, &context).await
+                    }
                     Err(refusal) => ToolOutput::error(refusal),
                 };
                 vec![(output, elapsed_ms(started))]
             };
             for (call, (output, duration_ms)) in batch.iter().zip(outputs) {
-                self.finish_call(call, output, duration_ms, sink)?;
+                self.finish_call(call, output, duration_ms, sink).await?;
             }
             index = end;
         }
         Ok(())
     }
 
-    fn finish_call(
+    async fn finish_call(
         &mut self,
         call: &ToolCall,
         output: ToolOutput,
@@ -370,7 +439,7 @@ impl Session {
         self.history.apply(&item);
         self.write(item)?;
         if let Some(plan) = output.plan {
-            sink.emit(AgentEvent::Plan(plan));
+            sink.emit(AgentEvent::Plan(plan)).await;
         }
         sink.emit(AgentEvent::ToolCallCompleted {
             call_id: call.id.clone(),
@@ -379,13 +448,20 @@ impl Session {
             output: output.content,
             is_error: output.is_error,
             changes: output.changes,
-        });
+        })
+        .await;
         Ok(())
     }
 
-    /// Decides whether a call that may change things runs. `Err` is the refusal for the model.
-    async fn permission(&mut self, call: &ToolCall) -> Result<(), String> {
-        match self.settings.mode {
+    /// Decides whether a call that may change things runs. `Err` is the refusal for the
+    /// model. A cancelled turn stops waiting for an answer at once.
+    async fn permission(
+        &mut self,
+        call: &ToolCall,
+        mode: Mode,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        match mode {
             Mode::Auto | Mode::Yolo => Ok(()),
             Mode::ReadOnly => {
                 Err(format!("`{}` is not allowed: the session is in read-only mode", call.name))
@@ -397,7 +473,14 @@ impl Session {
                     tool_name: call.name.clone(),
                     arguments: call.arguments.clone(),
                 };
-                match self.approver.request(request).await {
+                let approver = self.approver.clone();
+                let decision = tokio::select! {
+                    decision = approver.request(request) => decision,
+                    () = cancel.cancelled() => ApprovalDecision::Deny {
+                        reason: Some("the turn was cancelled before an answer came".to_string()),
+                    },
+                };
+                match decision {
                     ApprovalDecision::AllowOnce => Ok(()),
                     ApprovalDecision::AllowAlways => {
                         self.always_allowed.insert(call.name.clone());
@@ -460,18 +543,19 @@ impl Response {
         }
     }
 
-    fn absorb(&mut self, event: StreamEvent, sink: &dyn EventSink) -> Option<FinishReason> {
+    async fn absorb(&mut self, event: StreamEvent, sink: &dyn EventSink) -> Option<FinishReason> {
         match event {
             StreamEvent::TextDelta(delta) => {
                 self.text.push_str(&delta);
-                sink.emit(AgentEvent::TextDelta { item_id: self.text_item.clone(), delta });
+                sink.emit(AgentEvent::TextDelta { item_id: self.text_item.clone(), delta }).await;
             }
             StreamEvent::ReasoningDelta(delta) => {
                 self.reasoning.push_str(&delta);
                 sink.emit(AgentEvent::ReasoningDelta {
                     item_id: self.reasoning_item.clone(),
                     delta,
-                });
+                })
+                .await;
             }
             StreamEvent::ReasoningCompleted(reasoning) => {
                 if self.reasoning.is_empty() {
@@ -488,6 +572,18 @@ impl Response {
         }
         None
     }
+}
+
+/// The text a prompt is recorded as: its text parts, an image as a placeholder.
+fn record_text(prompt: &[ContentPart]) -> String {
+    let pieces: Vec<String> = prompt
+        .iter()
+        .map(|part| match part {
+            ContentPart::Text(text) => text.clone(),
+            ContentPart::Image { media_type, .. } => format!("[image: {media_type}]"),
+        })
+        .collect();
+    pieces.join("\n")
 }
 
 async fn timed(future: impl std::future::Future<Output = ToolOutput>) -> (ToolOutput, u64) {

@@ -3,6 +3,7 @@
 
 use crate::AgentError;
 use crate::approval::Approver;
+use crate::control::ModelChoice;
 use crate::history::History;
 use crate::instructions::find_instructions;
 use crate::session::{Session, SessionSettings};
@@ -115,53 +116,97 @@ pub fn open_session(
     resume: Option<&SessionId>,
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
-    let (record, history, header_model) = match resume {
-        None => {
-            let model_ref = launch.model.clone().ok_or_else(|| AgentError::NoModel {
-                config: launch.home.config_file().display().to_string(),
-            })?;
-            let (provider_name, model_id) = split_model_ref(&model_ref)?;
-            // Check the provider and key before anything is written.
-            resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
-            let header = RecordHeader {
-                id: SessionId::new(),
-                version: RECORD_VERSION,
-                created_at: Timestamp::now(),
-                cwd: launch.cwd.display().to_string(),
-                provider: provider_name,
-                model: model_id,
-                parent_id: None,
-                forked_from: None,
-            };
-            (SessionRecord::create(&launch.home, header)?, History::default(), model_ref)
-        }
-        Some(id) => {
-            let (mut record, replay) = SessionRecord::open(&launch.home, id)?;
-            let model_ref = format!("{}/{}", replay.header.provider, replay.header.model);
-            let mut history = History::default();
-            for entry in replay.from_compaction() {
-                history.apply(&entry.item);
-            }
-            close_unfinished_turn(&mut record, &mut history, &replay.entries)?;
-            (record, history, model_ref)
-        }
-    };
-    let model_ref = launch.model.clone().unwrap_or(header_model);
-    let resolved = resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
-    let model_id = resolved.model_id;
+    match resume {
+        None => new_session(launch, approver),
+        Some(id) => resume_session(launch, id, approver).map(|(session, _)| session),
+    }
+}
+
+/// Resumes session `id`: takes its record's lock, replays its history and records an
+/// unfinished turn as interrupted. Also returns every item of the record, the ones
+/// written to close an unfinished turn included, for hosts that show the history.
+///
+/// The model is `launch.model` when set, else the last one the record switched to,
+/// else the record header's. Fails when the record cannot be found, read or locked
+/// (another process has it open), or the model cannot be resolved.
+pub fn resume_session(
+    launch: &Launch,
+    id: &SessionId,
+    approver: Arc<dyn Approver>,
+) -> Result<(Session, Vec<RecordEntry>), AgentError> {
+    let (mut record, replay) = SessionRecord::open(&launch.home, id)?;
+    let mut history = History::default();
+    for entry in replay.from_compaction() {
+        history.apply(&entry.item);
+    }
+    let mut entries = replay.entries;
+    entries.extend(close_unfinished_turn(&mut record, &mut history, &entries)?);
+    let recorded_model = entries
+        .iter()
+        .rev()
+        .find_map(|entry| {
+            let RecordItem::Notice { notice } = &entry.item else { return None };
+            (notice.kind == NoticeKind::ModelSwitch).then(|| notice.model.clone()).flatten()
+        })
+        .unwrap_or_else(|| format!("{}/{}", replay.header.provider, replay.header.model));
+    let model_ref = launch.model.clone().unwrap_or(recorded_model);
+    let session = start(launch, record, history, &model_ref, approver)?;
+    Ok((session, entries))
+}
+
+/// Resolves `model_ref` (provider, key) and builds its client, for a model switch.
+pub fn choose_model(
+    config: &Config,
+    home: &KestrelHome,
+    model_ref: &str,
+    options: &ClientOptions,
+) -> Result<ModelChoice, AgentError> {
+    let resolved = resolve_model(config, home, model_ref, options)?;
     let client = ModelClient::new(resolved.provider, resolved.client_options)?;
+    Ok(ModelChoice { model_ref: model_ref.to_string(), model_id: resolved.model_id, client })
+}
+
+fn new_session(launch: &Launch, approver: Arc<dyn Approver>) -> Result<Session, AgentError> {
+    let model_ref = launch.model.clone().ok_or_else(|| AgentError::NoModel {
+        config: launch.home.config_file().display().to_string(),
+    })?;
+    let (provider_name, model_id) = split_model_ref(&model_ref)?;
+    // Check the provider and key before anything is written.
+    resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
+    let header = RecordHeader {
+        id: SessionId::new(),
+        version: RECORD_VERSION,
+        created_at: Timestamp::now(),
+        cwd: launch.cwd.display().to_string(),
+        provider: provider_name,
+        model: model_id,
+        parent_id: None,
+        forked_from: None,
+    };
+    let record = SessionRecord::create(&launch.home, header)?;
+    start(launch, record, History::default(), &model_ref, approver)
+}
+
+fn start(
+    launch: &Launch,
+    record: SessionRecord,
+    history: History,
+    model_ref: &str,
+    approver: Arc<dyn Approver>,
+) -> Result<Session, AgentError> {
+    let choice = choose_model(&launch.config, &launch.home, model_ref, &launch.client_options)?;
     let settings = SessionSettings {
         cwd: launch.cwd.clone(),
         workspace: launch.cwd.clone(),
         mode: launch.mode,
         network: launch.config.sandbox.network,
-        model: model_id,
+        model: choice.model_id,
         reasoning: launch.reasoning,
         max_turns: launch.max_turns,
         system_prompt: system_prompt(&launch.home, &launch.cwd),
     };
     let tools = kestrel_tools::builtin_tools();
-    Ok(Session::new(record, history, client, tools, settings, approver))
+    Ok(Session::new(record, history, choice.client, tools, settings, approver))
 }
 
 /// Records a turn that has a start but no end as interrupted, answering its tool calls
@@ -170,13 +215,13 @@ fn close_unfinished_turn(
     record: &mut SessionRecord,
     history: &mut History,
     entries: &[RecordEntry],
-) -> Result<(), AgentError> {
+) -> Result<Vec<RecordEntry>, AgentError> {
     let last_marker =
         entries.iter().rev().map(|entry| &entry.item).find(|item| {
             matches!(item, RecordItem::TurnStarted {} | RecordItem::TurnCompleted { .. })
         });
     if !matches!(last_marker, Some(RecordItem::TurnStarted {})) {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut items: Vec<RecordItem> = history
         .unanswered_calls()
@@ -196,9 +241,12 @@ fn close_unfinished_turn(
         },
     });
     items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });
+    let mut written = Vec::new();
     for item in items {
         history.apply(&item);
-        record.append(&RecordEntry::now(item)).map_err(AgentError::Record)?;
+        let entry = RecordEntry::now(item);
+        record.append(&entry).map_err(AgentError::Record)?;
+        written.push(entry);
     }
-    Ok(())
+    Ok(written)
 }

@@ -8,6 +8,7 @@ mod apply_patch_command;
 mod daemon_command;
 mod exec_command;
 mod session_commands;
+mod worker_command;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ enum Command {
     Fork(session_commands::ForkArgs),
     /// Apply a `*** Begin Patch` patch from stdin to the current directory.
     ApplyPatch,
+    /// Serve one session over ACP on stdin/stdout (started by the daemon; internal).
+    #[command(hide = true)]
+    Worker,
     /// Serve the Agent Client Protocol on stdio for editors (through the daemon).
     Acp,
     /// Run the daemon in the foreground, or `start`, `stop` or show the `status` of it.
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Some(Command::Sessions(args)) => session_commands::sessions(args),
         Some(Command::Fork(args)) => session_commands::fork(args),
         Some(Command::ApplyPatch) => apply_patch_command::run(),
+        Some(Command::Worker) => worker_command::run(),
         Some(Command::Acp) => acp_command::run(),
         Some(Command::Daemon(args)) => daemon_command::run(args),
         None => {

@@ -1,0 +1,51 @@
+//! What a client may choose for a session: its mode (ACP session modes, ids are Kestrel's
+//! mode names) and its model (the `model` session config option, values `provider/model`).
+
+use kestrel_protocol::{Mode, acp};
+
+/// The config option id of the model selector.
+pub(crate) const MODEL_OPTION: &str = "model";
+
+/// The four modes, `current` selected.
+pub(crate) fn modes(current: Mode) -> acp::SessionModeState {
+    let available = Mode::ALL
+        .into_iter()
+        .map(|mode| {
+            let (name, description) = match mode {
+                Mode::ReadOnly => ("Read only", "Reads and searches; changes nothing"),
+                Mode::Ask => ("Ask", "Asks before file writes and commands"),
+                Mode::Auto => (
+                    "Auto",
+                    "Writes inside the workspace and runs sandboxed commands without asking",
+                ),
+                Mode::Yolo => ("Yolo", "No checks at all"),
+            };
+            acp::SessionMode::new(mode.as_str(), name).description(description.to_string())
+        })
+        .collect();
+    acp::SessionModeState::new(current.as_str(), available)
+}
+
+/// The session's config options: the model selector offering `models`, `current` chosen.
+pub(crate) fn config_options(current: &str, models: &[String]) -> Vec<acp::SessionConfigOption> {
+    let mut values: Vec<&str> = models.iter().map(String::as_str).collect();
+    if !values.contains(&current) {
+        values.push(current);
+    }
+    let options: Vec<acp::SessionConfigSelectOption> = values
+        .into_iter()
+        .map(|model| acp::SessionConfigSelectOption::new(model.to_string(), model.to_string()))
+        .collect();
+    let selector =
+        acp::SessionConfigOption::select(MODEL_OPTION, "Model", current.to_string(), options)
+            .description("The model this session talks to, as provider/model".to_string())
+            .category(acp::SessionConfigOptionCategory::Model);
+    vec![selector]
+}
+
+/// Adds `model` to the offered models once.
+pub(crate) fn offer(models: &mut Vec<String>, model: &str) {
+    if !models.iter().any(|known| known == model) {
+        models.push(model.to_string());
+    }
+}
