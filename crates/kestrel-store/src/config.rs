@@ -162,6 +162,16 @@ pub struct SandboxSettings {
     pub network: bool,
 }
 
+/// `[permissions]`: what `ask` mode runs without asking. Read from the user's file only
+/// (a project's file may not set it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PermissionSettings {
+    /// Command prefixes ("cargo test") that run without asking.
+    pub allow: Vec<String>,
+    /// Files, or directories (everything beneath), the file tools write without asking.
+    pub allow_write: Vec<PathBuf>,
+}
+
 /// `[agent]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentSettings {
@@ -194,6 +204,7 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderSettings>,
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
     pub sandbox: SandboxSettings,
+    pub permissions: PermissionSettings,
     pub agent: AgentSettings,
     /// The files that were read, lowest precedence first (for messages).
     pub sources: Vec<PathBuf>,
@@ -215,6 +226,7 @@ impl Default for Config {
                 providers: BTreeMap::new(),
                 mcp_servers: BTreeMap::new(),
                 sandbox: SandboxSettings::default(),
+                permissions: PermissionSettings::default(),
                 agent: AgentSettings::default(),
                 sources: Vec::new(),
             },
@@ -389,6 +401,10 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
         providers,
         mcp_servers,
         sandbox: SandboxSettings { network: file.sandbox.network.unwrap_or(false) },
+        permissions: PermissionSettings {
+            allow: file.permissions.allow,
+            allow_write: file.permissions.allow_write,
+        },
         agent: AgentSettings {
             max_parallel_tools: file.agent.max_parallel_tools,
             idle_worker_minutes: file
@@ -652,6 +668,10 @@ headers = { Authorization = "Bearer x" }
 [sandbox]
 network = true
 
+[permissions]
+allow = ["cargo test"]
+allow_write = ["/w/docs"]
+
 [agent]
 max_parallel_tools = 4
 idle_worker_minutes = 5
@@ -670,6 +690,8 @@ idle_worker_minutes = 5
         assert!(matches!(&config.mcp_servers["remote"].transport, McpTransport::Http { .. }));
         assert!(config.mcp_servers["remote"].enabled);
         assert!(config.sandbox.network);
+        assert_eq!(config.permissions.allow, ["cargo test"]);
+        assert_eq!(config.permissions.allow_write, [PathBuf::from("/w/docs")]);
         assert_eq!(
             config.agent,
             AgentSettings { max_parallel_tools: Some(4), idle_worker_minutes: 5 }

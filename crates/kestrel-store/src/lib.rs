@@ -10,8 +10,8 @@ mod replay;
 
 pub use config::{
     AgentSettings, Config, ConfigError, DEFAULT_CATALOG_URL, DEFAULT_IDLE_WORKER_MINUTES,
-    McpServerSettings, McpTransport, ProviderSettings, ReasoningEffort, SandboxSettings,
-    WireApiSetting, split_model_ref,
+    McpServerSettings, McpTransport, PermissionSettings, ProviderSettings, ReasoningEffort,
+    SandboxSettings, WireApiSetting, split_model_ref,
 };
 pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};

@@ -25,6 +25,8 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub sandbox: SandboxTable,
     #[serde(default)]
+    pub permissions: PermissionsTable,
+    #[serde(default)]
     pub agent: AgentTable,
 }
 
@@ -63,6 +65,16 @@ pub(super) struct McpServerTable {
 #[serde(deny_unknown_fields)]
 pub(super) struct SandboxTable {
     pub network: Option<bool>,
+}
+
+/// `[permissions]` (user's file only).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PermissionsTable {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub allow_write: Vec<std::path::PathBuf>,
 }
 
 /// `[agent]`.
