@@ -129,7 +129,6 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
     ctx = scenarios.Context(repo=repo, kestrel=kestrel, scripted_model=scripted, runs=arguments.runs,
                             work=work, results=results, bench_bins=bins,
                             codex=find_codex(arguments.codex))
-    tree = ["--tree", arguments.tree] if arguments.tree else []
     steps = {
         "build": lambda: sizes(ctx),
         "tui": lambda: tui.tui(ctx),
@@ -138,7 +137,7 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
         "resume": lambda: scenarios.resume(ctx),
         "sessions": lambda: scenarios.sessions(ctx),
         "store": lambda: (scenarios.in_process(ctx, "replay"), scenarios.in_process(ctx, "sessions")),
-        "tools": lambda: scenarios.in_process(ctx, "tools", *tree),
+        "tools": lambda: scenarios.tools(ctx, arguments.tree),
     }
     with report.NoiseSampler() as noise:
         for group in GROUPS:

@@ -2,6 +2,7 @@
 server (one fresh server per run) and adds rows to the results."""
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,12 +150,12 @@ def run_checked_sessions(agent, home, cwd):
     return run
 
 
-def in_process(ctx: Context, bench: str, *arguments: str):
+def in_process(ctx: Context, bench: str, *arguments: str, env=None):
     """Runs a Rust bench target (store or tools) and adds the rows it reports."""
     binary = ctx.bench_bins.get(bench)
     if binary is None:
         raise BenchError(f"the {bench} bench binary was not built")
-    run = run_checked([str(binary), "--json", "--runs", str(ctx.runs), *arguments], timeout=1800)
+    run = run_checked([str(binary), "--json", "--runs", str(ctx.runs), *arguments], env=env, timeout=1800)
     for line in run.stdout.splitlines():
         if not line.startswith("{"):
             continue
@@ -215,3 +216,14 @@ def compare_codex(ctx: Context):
                             "×", "per interleaved pair")
     ctx.results.add("compare: binary size", "codex native binary", [ctx.codex.stat().st_size / 1e6], "MB",
                     str(ctx.codex))
+
+
+def tools(ctx: Context, tree=None):
+    """The tools bench, then its shell part again with an empty HOME: `bash -lc` reads
+    the user's login profile, which on a developer machine can cost more than everything
+    else; without it, what is left is the tool's own cost."""
+    in_process(ctx, "tools", *(["--tree", str(tree)] if tree else []))
+    empty_home = ctx.work / "empty-home"
+    empty_home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(empty_home))
+    in_process(ctx, "tools", "--only", "shell", "--label", "empty HOME", env=env)

@@ -120,8 +120,34 @@ def tree_rss_mb(root_pids) -> float:
     return total_kb / 1024.0
 
 
+def daemon_idle(ctx, settle_s: float = 1.0):
+    """`kestrel daemon start` (until it reports running) and the daemon's RSS once idle,
+    alone: the first part of the tree's idle RSS that exists."""
+    home = ctx.work / "home-daemon"
+    home.mkdir(exist_ok=True)
+    env = clean_env(KESTREL_HOME=home)
+    starts, rss = [], []
+    for _ in range(ctx.runs):
+        run = run_process([str(ctx.kestrel), "daemon", "start"], env=env, cwd=ctx.work, timeout=30)
+        if run.exit_code != 0:
+            ctx.results.missing("daemon", "kestrel daemon start", "not built yet",
+                                f"exit {run.exit_code}: {run.stderr.strip()[-100:]}")
+            return
+        starts.append(run.wall_ms)
+        time.sleep(settle_s)
+        try:
+            pid = int((home / "run" / "daemon.pid").read_text().strip())
+            rss.append(tree_rss_mb([pid]))
+        finally:
+            _daemon(ctx, env, "stop")
+    ctx.results.add("daemon", "kestrel daemon start: wall", starts, "ms", "until the command returns")
+    ctx.results.add("daemon", "idle RSS: daemon alone", rss, "MB",
+                    f"VmRSS {settle_s:g} s after start, no client, no worker")
+
+
 def tui(ctx):
     """The TUI rows: measured when `kestrel` paints in a pty, "not built yet" otherwise."""
+    daemon_idle(ctx)
     home = ctx.work / "home-tui"
     home.mkdir(exist_ok=True)
     env = clean_env(KESTREL_HOME=home)

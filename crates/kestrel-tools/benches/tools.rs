@@ -28,10 +28,12 @@ struct Flags {
     json: bool,
     tree: Option<PathBuf>,
     only: Option<Vec<String>>,
+    /// Added to every measurement's parameter, e.g. the environment it ran in.
+    label: Option<String>,
 }
 
 fn parse_flags() -> BenchResult<Flags> {
-    let mut flags = Flags { runs: 9, json: false, tree: None, only: None };
+    let mut flags = Flags { runs: 9, json: false, tree: None, only: None, label: None };
     let mut arguments = std::env::args().skip(1);
     while let Some(argument) = arguments.next() {
         let mut value = || arguments.next().ok_or_else(|| format!("{argument} needs a value"));
@@ -47,6 +49,7 @@ fn parse_flags() -> BenchResult<Flags> {
             }
             "--tree" => flags.tree = Some(PathBuf::from(value()?)),
             "--only" => flags.only = Some(value()?.split(',').map(str::to_owned).collect()),
+            "--label" => flags.label = Some(value()?),
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -83,6 +86,15 @@ struct Bench {
 }
 
 impl Bench {
+    /// Reports a measurement with the `--label` added to its parameter.
+    fn report(&self, name: &str, param: &str, unit: &str, values: Vec<f64>) {
+        let param = match &self.flags.label {
+            Some(label) => format!("{param} ({label})"),
+            None => param.to_owned(),
+        };
+        report(self.flags.json, name, &param, unit, values);
+    }
+
     /// One tool call, timed in ms; a tool error fails the bench (it would measure nothing).
     fn call(
         &self,
@@ -122,9 +134,9 @@ impl Bench {
                 login.push(bash("-lc")?);
                 plain.push(bash("-c")?);
             }
-            report(self.flags.json, "tools.shell", command, "ms", tool);
-            report(self.flags.json, "baseline.bash_lc", command, "ms", login);
-            report(self.flags.json, "baseline.bash_c", command, "ms", plain);
+            self.report("tools.shell", command, "ms", tool);
+            self.report("baseline.bash_lc", command, "ms", login);
+            self.report("baseline.bash_c", command, "ms", plain);
         }
         Ok(())
     }
@@ -181,9 +193,9 @@ impl Bench {
                     baseline.push(timed_process(&mut command)?);
                 }
             }
-            report(self.flags.json, "tools.grep", label, "ms", tool);
+            self.report("tools.grep", label, "ms", tool);
             let name = if rg.is_some() { "baseline.ripgrep" } else { "baseline.gnu_grep_r" };
-            report(self.flags.json, name, label, "ms", baseline);
+            self.report(name, label, "ms", baseline);
         }
         Ok(())
     }
@@ -221,7 +233,7 @@ impl Bench {
             millis.push(self.call(&context, "apply_patch", &add)?);
             millis.push(self.call(&context, "apply_patch", &delete)?);
         }
-        report(self.flags.json, "tools.apply_patch", "add or delete a file", "ms", millis);
+        self.report("tools.apply_patch", "add or delete a file", "ms", millis);
         Ok(())
     }
 }
