@@ -66,13 +66,32 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Follows symlinks of the longest existing ancestor and re-appends the rest, so a
-/// path that does not exist yet is judged by where it would be created.
+/// path that does not exist yet is judged by where it would be created. A dangling
+/// symlink is judged by its target: writing through it creates the target.
 fn resolve_existing(path: &Path) -> PathBuf {
+    resolve_with_depth(path, 0)
+}
+
+/// Symlink chains longer than this are treated as pointing nowhere inside anything.
+const MAX_LINK_DEPTH: usize = 40;
+
+fn resolve_with_depth(path: &Path, depth: usize) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {
         if let Ok(real) = existing.canonicalize() {
             let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        let is_link =
+            std::fs::symlink_metadata(&existing).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && let Ok(target) = std::fs::read_link(&existing) {
+            if depth >= MAX_LINK_DEPTH {
+                return PathBuf::from("/dev/null/symlink-loop");
+            }
+            let parent = existing.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut out = resolve_with_depth(&normalize(&parent.join(target)), depth + 1);
             out.extend(rest.iter().rev());
             return out;
         }
@@ -118,6 +137,23 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
         let error = confine(&context(dir.path(), Mode::Auto), "link/f", Access::Write).unwrap_err();
         assert!(error.contains("resolves to"), "{error}");
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_judged_by_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("not-yet.txt");
+        std::os::unix::fs::symlink(&target, dir.path().join("evil")).unwrap();
+        let error = confine(&context(dir.path(), Mode::Auto), "evil", Access::Write).unwrap_err();
+        assert!(error.contains("outside the workspace"), "{error}");
+        // A dangling link that stays inside is fine.
+        std::os::unix::fs::symlink(dir.path().join("later.txt"), dir.path().join("ok")).unwrap();
+        assert!(confine(&context(dir.path(), Mode::Auto), "ok", Access::Write).is_ok());
+        // A loop is refused, not followed forever.
+        std::os::unix::fs::symlink(dir.path().join("b"), dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("b")).unwrap();
+        assert!(confine(&context(dir.path(), Mode::Auto), "a", Access::Write).is_err());
     }
 
     #[test]
