@@ -160,6 +160,25 @@ impl ChatDecoder {
         Self::default()
     }
 
+    /// The body ended without `[DONE]`: complete if a finish reason came (the
+    /// response is whole), otherwise leave it incomplete (a cut stream).
+    pub fn on_end(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.finish_reason.is_some() {
+            self.complete(out);
+        }
+    }
+
+    fn complete(&mut self, out: &mut Vec<StreamEvent>) {
+        self.close_reasoning(out);
+        self.complete_calls(out);
+        let finish_reason = match self.finish_reason {
+            Some(FinishReason::Stop) | None if !self.calls.is_empty() => FinishReason::ToolCalls,
+            Some(reason) => reason,
+            None => FinishReason::Stop,
+        };
+        out.push(StreamEvent::Completed { finish_reason });
+    }
+
     /// Handles one SSE event, appending what it means to `out`. `Completed` is pushed
     /// on `[DONE]`.
     pub fn on_event(
@@ -169,16 +188,7 @@ impl ChatDecoder {
     ) -> Result<(), WireError> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            self.close_reasoning(out);
-            self.complete_calls(out);
-            let finish_reason = match self.finish_reason {
-                Some(FinishReason::Stop) | None if !self.calls.is_empty() => {
-                    FinishReason::ToolCalls
-                }
-                Some(reason) => reason,
-                None => FinishReason::Stop,
-            };
-            out.push(StreamEvent::Completed { finish_reason });
+            self.complete(out);
             return Ok(());
         }
         if data.is_empty() {

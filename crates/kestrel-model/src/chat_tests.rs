@@ -286,11 +286,26 @@ fn malformed_json_fails_after_the_events_before_it() {
 }
 
 #[test]
-fn a_stream_without_done_is_interrupted() {
-    let stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n";
+fn a_stream_without_done_or_finish_reason_is_interrupted() {
+    let stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
     let (events, error) = decode_text(WireApi::Chat, stream);
     assert_eq!(events, vec![StreamEvent::TextDelta("Hi".into())]);
     assert!(matches!(error, Some(ModelError::StreamInterrupted { .. })), "{error:?}");
+}
+
+#[test]
+fn a_finish_reason_without_done_completes_the_response() {
+    // Some local servers end the body after the finish reason without `[DONE]`.
+    let stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n";
+    let (events, error) = decode_text(WireApi::Chat, stream);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        events,
+        vec![
+            StreamEvent::TextDelta("Hi".into()),
+            StreamEvent::Completed { finish_reason: FinishReason::Stop }
+        ]
+    );
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub struct ModelClient {
     options: ClientOptions,
     http: reqwest::Client,
     url: String,
+    /// `url` without credentials or query, for messages and logs.
+    shown_url: String,
     headers: HeaderMap,
 }
 
@@ -37,7 +39,7 @@ impl std::fmt::Debug for ModelClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelClient")
             .field("provider", &self.provider)
-            .field("url", &self.url)
+            .field("url", &self.shown_url)
             .field("options", &self.options)
             .finish()
     }
@@ -83,13 +85,14 @@ impl ModelClient {
             None => Vec::new(),
         };
         let http = build_http(&options, extra_roots).map_err(invalid)?;
-        Ok(Self { provider, options, http, url, headers })
+        let shown_url = shown_url(&url);
+        Ok(Self { provider, options, http, url, shown_url, headers })
     }
 
     /// The URL requests go to (`{base_url}/chat/completions`, `/responses` or
-    /// `/messages`).
-    pub fn url(&self) -> &str {
-        &self.url
+    /// `/messages`), without any credentials or query it holds: safe to show.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
     }
 
     /// The provider this client talks to.
@@ -142,11 +145,17 @@ impl ModelClient {
                 None
             };
             let Some(delay) = delay else {
-                return Err(self.final_error(failure, attempt));
+                let error = self.final_error(failure, attempt);
+                return Err(match retry_after {
+                    Some(wait) if retryable && attempt < backoff.max_attempts() => {
+                        beyond_budget(error, wait, self.options.retry.budget)
+                    }
+                    Some(_) | None => error,
+                });
             };
             if let Some(on_retry) = &self.options.on_retry {
                 on_retry(&RetryNotice {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     attempt: attempt + 1,
                     max_attempts: backoff.max_attempts(),
                     delay,
@@ -217,11 +226,21 @@ impl ModelClient {
             let error = ProviderError::from_body(status, &text);
             return Err(AttemptFailure::Provider { error, retry_after });
         }
-        let is_json = response
+        let content_type = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/html") {
+            return Err(AttemptFailure::Fatal(ModelError::Malformed {
+                url: self.shown_url.clone(),
+                message: "expected an event stream, got an HTML page: check that base_url \
+                          points at the API (with its version prefix, e.g. /v1)"
+                    .into(),
+            }));
+        }
+        let is_json = content_type.starts_with("application/json");
         if is_json {
             // A server that ignored `stream: true`, or a proxy reporting an error as 200.
             let text = read_error_body(response, idle, cancel).await?;
@@ -233,7 +252,7 @@ impl ModelClient {
                 return Err(AttemptFailure::Provider { error, retry_after: None });
             }
             return Err(AttemptFailure::Fatal(ModelError::Malformed {
-                url: self.url.clone(),
+                url: self.shown_url.clone(),
                 message: format!(
                     "expected an event stream, got JSON: {}",
                     crate::provider_error::clip(&text)
@@ -241,7 +260,7 @@ impl ModelClient {
             }));
         }
         let context = StreamContext {
-            url: self.url.clone(),
+            url: self.shown_url.clone(),
             attempts: attempt,
             api_key_env: self.provider.api_key_env.clone(),
             idle_timeout: idle,
@@ -253,7 +272,10 @@ impl ModelClient {
             Err(PullError::Cancelled) => Err(AttemptFailure::Fatal(ModelError::Cancelled)),
             Err(PullError::Transport(message)) => Err(AttemptFailure::Interrupted(message)),
             Err(PullError::Wire(WireError::Malformed(message))) => {
-                Err(AttemptFailure::Fatal(ModelError::Malformed { url: self.url.clone(), message }))
+                Err(AttemptFailure::Fatal(ModelError::Malformed {
+                    url: self.shown_url.clone(),
+                    message,
+                }))
             }
             Err(PullError::Wire(WireError::Provider(error))) => {
                 Err(AttemptFailure::Provider { error, retry_after: None })
@@ -262,7 +284,7 @@ impl ModelClient {
     }
 
     fn final_error(&self, failure: AttemptFailure, attempts: u32) -> ModelError {
-        let url = self.url.clone();
+        let url = self.shown_url.clone();
         match failure {
             AttemptFailure::Fatal(error) => error,
             AttemptFailure::Provider { error, .. } => {
@@ -300,6 +322,38 @@ async fn read_error_body(
     }
     body.truncate(MAX_ERROR_BODY);
     Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Says why no retry came although one was allowed: the provider asked for a wait
+/// longer than the retry budget.
+fn beyond_budget(error: ModelError, wait: Duration, budget: Duration) -> ModelError {
+    let note = format!(
+        " (the provider asked to wait {}s before retrying, beyond the {}s retry budget)",
+        wait.as_secs(),
+        budget.as_secs()
+    );
+    match error {
+        ModelError::RateLimited { url, attempts, message } => {
+            ModelError::RateLimited { url, attempts, message: message + &note }
+        }
+        ModelError::Server { url, status, attempts, message } => {
+            ModelError::Server { url, status, attempts, message: message + &note }
+        }
+        other => other,
+    }
+}
+
+/// `url` without user, password or query: those can hold secrets.
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
 }
 
 /// `{base_url}/{path for the wire}`, after checking `base_url` is an http(s) URL.
@@ -378,6 +432,18 @@ fn build_http(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn shown_urls_carry_no_credentials_or_query() {
+        assert_eq!(
+            super::shown_url("https://user:sekret@proxy.example/v1/messages?key=abc"),
+            "https://proxy.example/v1/messages"
+        );
+        assert_eq!(
+            super::shown_url("http://127.0.0.1:9/v1/responses"),
+            "http://127.0.0.1:9/v1/responses"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -47,6 +47,15 @@ impl Decoder {
             Decoder::Anthropic(decoder) => decoder.on_event(event, out),
         }
     }
+
+    /// The body ended. Chat servers that send a finish reason but no `[DONE]` (several
+    /// local servers do) have still finished; the other APIs always send their end event.
+    pub fn on_end(&mut self, out: &mut Vec<StreamEvent>) {
+        match self {
+            Decoder::Chat(decoder) => decoder.on_end(out),
+            Decoder::Responses(_) | Decoder::Anthropic(_) => {}
+        }
+    }
 }
 
 /// Why reading a stream stopped early, before it is given its final `ModelError` form.
@@ -182,6 +191,14 @@ impl ResponseStream {
             Ok(None) => {
                 let last: Vec<SseEvent> = self.parser.finish().into_iter().collect();
                 self.decode(&last)?;
+                if !self.terminal_seen {
+                    let mut out = Vec::new();
+                    self.decoder.on_end(&mut out);
+                    for event in out {
+                        self.terminal_seen |= matches!(event, StreamEvent::Completed { .. });
+                        self.pending.push_back(event);
+                    }
+                }
                 if self.terminal_seen {
                     Ok(())
                 } else {

@@ -33,7 +33,7 @@ async fn unauthorized_is_an_auth_error_naming_the_key_variable_and_is_not_retrie
         let error = stream_error(&client).await;
         match &error {
             ModelError::Auth { url, status: 401, message, api_key_env } => {
-                assert_eq!(url, client.url());
+                assert_eq!(url, client.shown_url());
                 assert!(message.contains("invalid API key"), "{message}");
                 assert_eq!(api_key_env.as_deref(), Some("SCRIPTED_API_KEY"));
             }
@@ -61,7 +61,7 @@ async fn rate_limit_then_success_is_retried_and_reported() {
         assert_eq!(server.requests().len(), 2, "{wire:?}");
         let notices = notices.lock().unwrap();
         assert_eq!(notices.len(), 1, "{wire:?}");
-        assert_eq!(notices[0].url, client.url());
+        assert_eq!(notices[0].url, client.shown_url());
         assert_eq!((notices[0].attempt, notices[0].max_attempts), (2, 5));
         assert_eq!(notices[0].delay, Duration::ZERO, "Retry-After: 0 is honoured");
         assert!(notices[0].reason.contains("429"), "{}", notices[0].reason);
@@ -90,7 +90,7 @@ async fn server_error_on_every_try_fails_after_max_attempts() {
         let error = stream_error(&client).await;
         match &error {
             ModelError::Server { url, status: 500, attempts: 3, message } => {
-                assert_eq!(url, client.url());
+                assert_eq!(url, client.shown_url());
                 assert!(message.contains("internal server error"), "{message}");
             }
             other => panic!("{wire:?}: {other:?}"),
@@ -156,7 +156,7 @@ async fn a_stream_dropped_mid_response_is_interrupted_and_not_retried() {
         assert!(!text_of(&events).is_empty(), "{wire:?}: some text arrived first");
         assert!(!events.iter().any(|e| matches!(e, StreamEvent::Completed { .. })));
         match &error {
-            Some(ModelError::StreamInterrupted { url, .. }) => assert_eq!(url, client.url()),
+            Some(ModelError::StreamInterrupted { url, .. }) => assert_eq!(url, client.shown_url()),
             other => panic!("{wire:?}: {other:?}"),
         }
         assert_eq!(server.requests().len(), 1, "{wire:?}: never retried after events");
@@ -194,7 +194,7 @@ async fn malformed_json_is_a_malformed_error() {
         let (events, error) = collect(&mut stream).await;
         assert!(!events.is_empty(), "{wire:?}");
         assert!(
-            matches!(&error, Some(ModelError::Malformed { url, .. }) if url == client.url()),
+            matches!(&error, Some(ModelError::Malformed { url, .. }) if url == client.shown_url()),
             "{wire:?}: {error:?}"
         );
 
@@ -216,11 +216,11 @@ async fn an_unreachable_server_is_a_network_error_naming_the_url() {
         let client = client_for(&base_url, wire, options);
         let error = stream_error(&client).await;
         match &error {
-            ModelError::Network { url, attempts: 2, .. } => assert_eq!(url, client.url()),
+            ModelError::Network { url, attempts: 2, .. } => assert_eq!(url, client.shown_url()),
             other => panic!("{wire:?}: {other:?}"),
         }
         assert!(error.to_string().contains(&base_url), "{error}");
-        assert_eq!(notices.lock().unwrap()[0].url, client.url());
+        assert_eq!(notices.lock().unwrap()[0].url, client.shown_url());
     }
 }
 
