@@ -356,11 +356,10 @@ fn is_section_marker(text: &str) -> bool {
 /// carries no usable line, so it is dropped and what follows it (git puts the
 /// enclosing function there) is the header.
 fn hunk_header(rest: &str) -> Option<String> {
-    let mut header = rest.strip_prefix(' ').unwrap_or(rest);
+    let mut header = rest.strip_prefix(' ').unwrap_or(rest).trim_end();
     while let Some(after) = strip_unified_range(header) {
-        header = after;
+        header = after.trim_end();
     }
-    let header = header.trim_end();
     (!header.trim().is_empty()).then(|| header.to_string())
 }
 
@@ -622,6 +621,17 @@ mod tests {
             patch.operations,
             vec![FileOperation::Add { path: "a".into(), content: "x\n".into() }]
         );
+    }
+
+    #[test]
+    fn a_range_is_recognised_after_trailing_whitespace_is_trimmed() {
+        // Found by fuzzing: the header printed back as a range parsed differently.
+        let patch =
+            parse_patch("*** Begin Patch\n*** Update File:r\n@@-1 +1\x0c\n+\n*** End Patch")
+                .unwrap();
+        let FileOperation::Update { hunks, .. } = &patch.operations[0] else { panic!() };
+        assert!(hunks[0].headers.is_empty(), "{:?}", hunks[0].headers);
+        assert_eq!(parse_patch(&patch.to_string()).unwrap(), patch);
     }
 
     #[test]
