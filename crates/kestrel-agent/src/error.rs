@@ -42,7 +42,10 @@ impl AgentError {
             | AgentError::UnknownProvider { .. }
             | AgentError::MissingApiKey { .. }
             | AgentError::Usage(_) => 2,
-            AgentError::Model(ModelError::MissingApiKey { .. } | ModelError::InvalidConfig { .. }) => 2,
+            AgentError::Model(
+                ModelError::MissingApiKey { .. } | ModelError::InvalidConfig { .. },
+            ) => 2,
+            AgentError::Store(error) if error.is_usage() => 2,
             AgentError::Store(_)
             | AgentError::Record(_)
             | AgentError::Model(_)

@@ -69,10 +69,6 @@ pub async fn run_exec(
         });
     }
     let result = session.run_turn(&options.prompt, &printer, &cancel).await?;
-    if let Some(path) = &options.output_last_message {
-        std::fs::write(path, &result.final_text)
-            .map_err(|source| AgentError::Output { path: path.display().to_string(), source })?;
-    }
     let code = match result.stop_reason {
         StopReason::EndTurn => 0,
         StopReason::Cancelled
@@ -80,7 +76,12 @@ pub async fn run_exec(
         | StopReason::Failed
         | StopReason::MaxTurns => 1,
     };
+    // The answer is printed before anything else can fail: the turn is paid for.
     printer.finish(&result.final_text, result.error.as_deref(), result.stop_reason, session.id());
+    if let Some(path) = &options.output_last_message {
+        std::fs::write(path, &result.final_text)
+            .map_err(|source| AgentError::Output { path: path.display().to_string(), source })?;
+    }
     Ok(code)
 }
 

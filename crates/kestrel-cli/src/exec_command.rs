@@ -125,6 +125,19 @@ fn prepare(
         Some(text) => Some(parse_reasoning(&text)?),
         None => None,
     };
+    if common.max_turns == Some(0) {
+        return Err(AgentError::Usage("--max-turns must be at least 1".to_string()));
+    }
+    if let Some(path) = &common.output_last_message
+        && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(AgentError::Usage(format!(
+            "--output-last-message {}: the directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
     let prompt = read_prompt(prompt)?;
     let client_options = ClientOptions { ca_bundle: config.ca_bundle.clone(), ..client_options() };
     let launch = Launch {

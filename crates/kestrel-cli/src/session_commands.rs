@@ -69,5 +69,5 @@ pub fn fork(args: ForkArgs) -> ExitCode {
 
 fn fail(error: &StoreError) -> ExitCode {
     eprintln!("kestrel: {error}");
-    ExitCode::from(1)
+    ExitCode::from(if error.is_usage() { 2 } else { 1 })
 }

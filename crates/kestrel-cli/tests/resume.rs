@@ -81,7 +81,7 @@ fn resume_by_id_prefix_and_sessions_listing() {
 fn resume_of_an_unknown_session_is_a_clear_error() {
     let env = TestEnv::new(Wire::Chat, Script::default());
     let output = env.kestrel(&["exec", "resume", "no-such-session", "hi"]);
-    assert_ne!(output.status.code(), Some(0));
+    assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("no-such-session"), "{}", stderr(&output));
 }
 
@@ -94,6 +94,8 @@ fn fork_copies_the_record_up_to_an_item() {
         serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
     let id = started["session_id"].as_str().unwrap().to_string();
 
+    let beyond = env.kestrel(&["fork", &id, "--at", "999"]);
+    assert_eq!(beyond.status.code(), Some(2), "{}", stderr(&beyond));
     let fork = env.kestrel(&["fork", &id, "--at", "2"]);
     assert!(fork.status.success(), "{}", stderr(&fork));
     let fork_id = stdout(&fork).trim().to_string();

@@ -70,3 +70,23 @@ impl StoreError {
         Self::Io { action, path: path.into(), source }
     }
 }
+
+impl StoreError {
+    /// True when the user asked for something that is not there (an unknown or ambiguous
+    /// session, a fork point past the end): a usage error (exit 2), not a failure.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            StoreError::InvalidSessionId { .. }
+            | StoreError::SessionNotFound { .. }
+            | StoreError::NoSessions { .. }
+            | StoreError::AmbiguousSession { .. }
+            | StoreError::ForkOutOfRange { .. }
+            | StoreError::NoHome => true,
+            StoreError::Io { .. }
+            | StoreError::Locked { .. }
+            | StoreError::InvalidHeader { .. }
+            | StoreError::SessionExists { .. }
+            | StoreError::Encode { .. } => false,
+        }
+    }
+}
