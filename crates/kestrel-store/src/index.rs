@@ -1,14 +1,21 @@
 //! The session index, `sessions/index.jsonl`: one small JSON line per event (a session
-//! created, its first prompt), appended with single O_APPEND writes so concurrent
-//! workers never interleave. Listing merges the lines by id and never opens a record;
-//! the index is a cache of the records' first lines and can always be rebuilt from them.
+//! created, its first prompt, its usage after a turn), appended with single O_APPEND
+//! writes so concurrent workers never interleave. Listing merges the lines by id and
+//! never opens a record; the index is a cache of the records and can always be rebuilt
+//! from them.
+//!
+//! A session's `usage` is what it spent itself: the sum of its record's `usage` items,
+//! leaving out those a fork copied from its source. Each usage line carries that running
+//! total (the latest line wins, so a lost line is repaired by the next). A listing adds
+//! each session's descendants (sessions whose `parent_id` leads to it) into `total_usage`,
+//! so a parent's total includes its subagents' without either record being read.
 
 use crate::StoreError;
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines};
-use kestrel_protocol::{RecordEntry, RecordHeader, SessionId, Timestamp};
+use kestrel_protocol::{RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp, Usage};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +41,12 @@ pub struct SessionSummary {
     pub first_prompt: Option<String>,
     /// The record file (absolute; the index itself stores it relative to the home).
     pub path: PathBuf,
+    /// Tokens and cost of this session's own model requests (a fork's copied items
+    /// excluded), as of its last finished turn.
+    pub usage: Usage,
+    /// `usage` plus that of every session descended from this one (its subagents and
+    /// theirs), as far as the listing knows them.
+    pub total_usage: Usage,
 }
 
 /// Queries over the session index of one home.
@@ -168,6 +181,7 @@ pub(crate) fn record_created(
             parent_id: header.parent_id.clone(),
             path: Some(home.relative(path).to_string_lossy().into_owned()),
             first_prompt: None,
+            usage: None,
         },
     )
 }
@@ -183,6 +197,17 @@ pub(crate) fn record_first_prompt(
     append_line(home, &line)
 }
 
+/// Notes a session's usage so far (its own, all turns) in the index.
+pub(crate) fn record_usage(
+    home: &KestrelHome,
+    id: &SessionId,
+    usage: Usage,
+) -> Result<(), StoreError> {
+    let mut line = IndexLine::bare(id.clone());
+    line.usage = Some(usage);
+    append_line(home, &line)
+}
+
 /// Every record file under `sessions/YYYY/MM/DD/`.
 pub(crate) fn record_files(home: &KestrelHome) -> Result<Vec<PathBuf>, StoreError> {
     let mut files = Vec::new();
@@ -191,7 +216,7 @@ pub(crate) fn record_files(home: &KestrelHome) -> Result<Vec<PathBuf>, StoreErro
 }
 
 /// One index line; every field but the id is optional so events can carry only what
-/// they are about. Unknown fields (a later `usage`) are ignored.
+/// they are about. Unknown fields (from a later Kestrel) are ignored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IndexLine {
     id: SessionId,
@@ -209,6 +234,9 @@ struct IndexLine {
     path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     first_prompt: Option<String>,
+    /// The session's own usage so far: the latest line replaces earlier ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
 }
 
 impl IndexLine {
@@ -222,6 +250,7 @@ impl IndexLine {
             parent_id: None,
             path: None,
             first_prompt: None,
+            usage: None,
         }
     }
 
@@ -235,13 +264,23 @@ impl IndexLine {
             parent_id: summary.parent_id.clone(),
             path: Some(home.relative(&summary.path).to_string_lossy().into_owned()),
             first_prompt: summary.first_prompt.clone(),
+            usage: (summary.usage != Usage::default()).then_some(summary.usage),
         }
     }
 
     /// Later lines fill in or replace what earlier ones said.
     fn merge(&mut self, later: IndexLine) {
-        let IndexLine { id: _, created_at, cwd, model, provider, parent_id, path, first_prompt } =
-            later;
+        let IndexLine {
+            id: _,
+            created_at,
+            cwd,
+            model,
+            provider,
+            parent_id,
+            path,
+            first_prompt,
+            usage,
+        } = later;
         self.created_at = created_at.or(self.created_at);
         self.cwd = cwd.or(self.cwd.take());
         self.model = model.or(self.model.take());
@@ -249,6 +288,7 @@ impl IndexLine {
         self.parent_id = parent_id.or(self.parent_id.take());
         self.path = path.or(self.path.take());
         self.first_prompt = first_prompt.or(self.first_prompt.take());
+        self.usage = usage.or(self.usage);
     }
 
     /// A summary once the creation line has been seen; `None` for orphaned events.
@@ -262,6 +302,8 @@ impl IndexLine {
             parent_id: self.parent_id,
             first_prompt: self.first_prompt,
             path: home.root().join(self.path?),
+            usage: self.usage.unwrap_or_default(),
+            total_usage: Usage::default(),
         })
     }
 }
@@ -307,6 +349,7 @@ fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
     let mut summaries: Vec<_> =
         merged.into_values().filter_map(|line| line.into_summary(home)).collect();
     sort_newest_first(&mut summaries);
+    add_descendant_usage(&mut summaries);
     Ok(summaries)
 }
 
@@ -315,6 +358,7 @@ fn scan_records(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
     let mut summaries: Vec<_> =
         record_files(home)?.iter().filter_map(|path| summarize_record(path).ok()).collect();
     sort_newest_first(&mut summaries);
+    add_descendant_usage(&mut summaries);
     Ok(summaries)
 }
 
@@ -323,13 +367,26 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
         File::open(path).map_err(|source| StoreError::io("open the record", path, source))?;
     let mut lines = RecordLines::new(BufReader::new(file), path);
     let header = lines.header()?;
+    let copied = header.forked_from.as_ref().map_or(0, |fork| fork.items);
     let mut first_prompt = None;
+    let mut usage = Usage::default();
+    let mut index: u64 = 0;
     while let Some(RawLine::Item(bytes)) = lines.next_line()? {
-        if let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes)
+        index += 1;
+        // Only the lines that can matter are parsed: a long record is mostly other items.
+        let wanted = first_prompt.is_none() || (index > copied && mentions_usage(bytes));
+        if !wanted {
+            continue;
+        }
+        let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes) else { continue };
+        if let RecordItem::Usage { usage: spent } = &entry.item {
+            if index > copied {
+                usage.add(spent);
+            }
+        } else if first_prompt.is_none()
             && let Some(text) = replay::user_message_text(&entry.item)
         {
             first_prompt = Some(label(text));
-            break;
         }
     }
     Ok(SessionSummary {
@@ -341,7 +398,14 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
         parent_id: header.parent_id,
         first_prompt,
         path: path.to_path_buf(),
+        usage,
+        total_usage: Usage::default(),
     })
+}
+
+/// Whether a record line may be a `usage` item (a cheap test before parsing it).
+fn mentions_usage(line: &[u8]) -> bool {
+    line.windows(7).any(|window| window == b"\"usage\"")
 }
 
 /// Walks `sessions/` three directory levels down (`YYYY/MM/DD`) for `*.jsonl` files.
@@ -384,6 +448,29 @@ fn pick(summaries: Vec<SessionSummary>, query: &str) -> Result<Option<SessionSum
 
 fn sort_newest_first(summaries: &mut [SessionSummary]) {
     summaries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+}
+
+/// Sets every `total_usage` to the session's own usage plus its descendants'. A cycle of
+/// parent ids (a corrupt index) is cut where it closes.
+fn add_descendant_usage(summaries: &mut [SessionSummary]) {
+    let position: HashMap<SessionId, usize> =
+        summaries.iter().enumerate().map(|(at, summary)| (summary.id.clone(), at)).collect();
+    let mut totals: Vec<Usage> = summaries.iter().map(|summary| summary.usage).collect();
+    for (at, summary) in summaries.iter().enumerate() {
+        let mut seen = HashSet::from([at]);
+        let mut parent = summary.parent_id.as_ref().and_then(|id| position.get(id)).copied();
+        while let Some(ancestor) = parent {
+            if !seen.insert(ancestor) {
+                break;
+            }
+            totals[ancestor].add(&summary.usage);
+            parent =
+                summaries[ancestor].parent_id.as_ref().and_then(|id| position.get(id)).copied();
+        }
+    }
+    for (summary, total) in summaries.iter_mut().zip(totals) {
+        summary.total_usage = total;
+    }
 }
 
 /// A prompt trimmed and cut to a label's length.

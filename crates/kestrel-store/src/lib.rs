@@ -1,6 +1,8 @@
 //! Everything under `$KESTREL_HOME`: paths, config loading, session records
-//! (locked append, streaming replay, fork) and the session index.
+//! (locked append, streaming replay, fork), the session index and the model catalog's
+//! cache.
 
+mod catalog_cache;
 mod config;
 mod error;
 mod index;
@@ -8,6 +10,7 @@ mod paths;
 mod record;
 mod replay;
 
+pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
 pub use config::{
     AgentSettings, Config, ConfigError, DEFAULT_CATALOG_URL, DEFAULT_IDLE_WORKER_MINUTES,
     McpServerSettings, McpTransport, PermissionSettings, ProviderSettings, ReasoningEffort,

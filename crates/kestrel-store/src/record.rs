@@ -9,7 +9,8 @@ use crate::index::{self, SessionIndex};
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines, Replay};
 use kestrel_protocol::{
-    ForkedFrom, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, SessionId, Timestamp,
+    ForkedFrom, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, RecordItem, SessionId,
+    Timestamp, Usage,
 };
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{BufReader, ErrorKind, Write};
@@ -24,6 +25,10 @@ pub struct SessionRecord {
     home: KestrelHome,
     items_written: u64,
     first_prompt_indexed: bool,
+    /// The session's own usage: its `usage` items, a fork's copied ones excluded.
+    usage: Usage,
+    /// The usage the index last heard of.
+    usage_indexed: Usage,
 }
 
 impl SessionRecord {
@@ -55,6 +60,8 @@ impl SessionRecord {
             home: home.clone(),
             items_written: 0,
             first_prompt_indexed: false,
+            usage: Usage::default(),
+            usage_indexed: Usage::default(),
         };
         let header_line = RecordHeaderLine { header: record.header.clone() };
         let written = record.encode(&header_line).and_then(|line| record.write_line(&line));
@@ -97,6 +104,7 @@ impl SessionRecord {
                 StoreError::io("truncate the torn last line of", &path, source)
             })?;
         }
+        let usage = own_usage(&replay);
         let record = Self {
             file,
             path,
@@ -104,26 +112,58 @@ impl SessionRecord {
             home: home.clone(),
             items_written: replay.item_count(),
             first_prompt_indexed: replay.first_prompt().is_some(),
+            usage,
+            // What the index says is not known here; the next turn's line settles it.
+            usage_indexed: Usage::default(),
         };
         Ok((record, replay))
     }
 
     /// Appends one item as a single write of a whole line, then flushes. The first user
-    /// message of a session is also noted in the index as its label; that update is
-    /// best effort (the item itself is already recorded, and the index is rebuildable).
+    /// message of a session is also noted in the index as its label, and at the end of
+    /// each turn (`turn_completed`) the session's usage so far; those updates are best
+    /// effort (the item itself is already recorded, and the index is rebuildable).
     ///
     /// Fails when the line cannot be written.
     pub fn append(&mut self, entry: &RecordEntry) -> Result<(), StoreError> {
         let line = self.encode(entry)?;
         self.write_line(&line)?;
         self.items_written += 1;
-        if !self.first_prompt_indexed
-            && let Some(text) = replay::user_message_text(&entry.item)
-        {
+        match &entry.item {
+            RecordItem::Usage { usage } => self.usage.add(usage),
+            RecordItem::TurnCompleted { .. } => self.index_usage(),
+            RecordItem::UserMessage { text } => self.index_first_prompt(text),
+            RecordItem::AssistantMessage { .. }
+            | RecordItem::ToolCall { .. }
+            | RecordItem::ToolResult { .. }
+            | RecordItem::TurnStarted {}
+            | RecordItem::Compaction { .. }
+            | RecordItem::Notice { .. }
+            | RecordItem::Checkpoint { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn index_first_prompt(&mut self, text: &str) {
+        if !self.first_prompt_indexed {
             self.first_prompt_indexed = true;
             let _ = index::record_first_prompt(&self.home, &self.header.id, text);
         }
-        Ok(())
+    }
+
+    /// A line only when something was spent since the last one.
+    fn index_usage(&mut self) {
+        if self.usage != self.usage_indexed
+            && index::record_usage(&self.home, &self.header.id, self.usage).is_ok()
+        {
+            self.usage_indexed = self.usage;
+        }
+    }
+
+    /// Tokens and cost of this session's own model requests so far (previous processes
+    /// included; items a fork copied from its source excluded).
+    pub fn usage(&self) -> Usage {
+        self.usage
     }
 
     /// Forces written items to disk (`fdatasync`), e.g. at the end of a turn. Not needed
@@ -225,6 +265,21 @@ pub fn fork(
         let _ = index::record_first_prompt(home, &header.id, &text);
     }
     Ok(header)
+}
+
+/// The usage items of a replayed record that the session spent itself. Entry positions
+/// stand for item indexes (exact unless lines were skipped as unreadable).
+fn own_usage(replay: &Replay) -> Usage {
+    let copied = replay.header.forked_from.as_ref().map_or(0, |fork| fork.items);
+    let mut usage = Usage::default();
+    for (index, entry) in (0u64..).zip(&replay.entries) {
+        if let RecordItem::Usage { usage: spent } = &entry.item
+            && index >= copied
+        {
+            usage.add(spent);
+        }
+    }
+    usage
 }
 
 /// `sessions/YYYY/MM/DD/<id>.jsonl`, dated by the header's `created_at` in UTC.
