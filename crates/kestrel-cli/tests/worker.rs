@@ -367,3 +367,34 @@ async fn a_prompt_while_one_runs_is_refused_and_a_failed_turn_is_an_error() {
     assert!(last["error"].as_str().unwrap().contains("script exhausted"));
     assert_eq!(worker.close().await, Some(0));
 }
+
+#[tokio::test]
+async fn images_and_resources_in_a_prompt_reach_the_model() {
+    let env = TestEnv::new(Wire::Anthropic, Script::new([Step::text("a red square")]));
+    let mut worker = Worker::spawn(&env);
+    let work = env.work_path();
+    let id = worker.start_session(&work).await;
+    let prompt = json!([
+        {"type": "text", "text": "what is in "},
+        {"type": "resource_link", "name": "square.png", "uri": "file:///w/square.png"},
+        {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAE="},
+        {"type": "resource", "resource": {"uri": "file:///w/notes.txt", "text": "it is red"}}
+    ]);
+    let running = {
+        let connection = worker.connection.clone();
+        let params = json!({"sessionId": id, "prompt": prompt});
+        tokio::spawn(async move { connection.request("session/prompt", params).await })
+    };
+    let outcome = worker.serve(running, &[], |_| {}).await;
+    assert_eq!(outcome.stop_reason(), "end_turn");
+    let body = &env.requests()[0].body;
+    let content = body["messages"][0]["content"].to_string();
+    assert!(content.contains("what is in [square.png](file:///w/square.png)"), "{content}");
+    assert!(content.contains("iVBORw0KGgoAAAANSUhEUgAAAAE="), "{content}");
+    assert!(content.contains("image/png"), "{content}");
+    assert!(content.contains("it is red"), "{content}");
+    let user = record_items(&env, &id).into_iter().find(|item| item["type"] == "user_message");
+    let text = user.unwrap()["text"].as_str().unwrap().to_string();
+    assert!(text.contains("[image: image/png]"), "{text}");
+    assert_eq!(worker.close().await, Some(0));
+}
