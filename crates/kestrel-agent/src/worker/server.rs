@@ -103,6 +103,9 @@ impl Server {
         if let Some(live) = self.live.as_mut() {
             live.turn = Turn::Idle(done.session);
         }
+        if let Err(error) = &done.result {
+            self.log(&format!("turn failed: {}", error.message));
+        }
         self.outbox.respond(done.request, done.result).await;
     }
 
