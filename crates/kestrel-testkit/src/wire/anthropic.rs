@@ -21,7 +21,81 @@ pub(super) fn validate(body: &Value, headers: &[(String, String)]) -> Result<(),
         Some(messages) if messages.is_empty() => {
             return Err("messages: at least one message is required".into());
         }
-        Some(_) => {}
+        Some(messages) => check_messages(messages)?,
+    }
+    check_cache_breakpoints(body)
+}
+
+/// As the real API: the first message is the user's, every `tool_use` has its
+/// `tool_result` in the very next message, and text blocks are not empty.
+fn check_messages(messages: &[Value]) -> Result<(), String> {
+    if messages[0].get("role").and_then(Value::as_str) != Some("user") {
+        return Err("messages: first message must use the \"user\" role".into());
+    }
+    let blocks = |message: &Value| -> Vec<Value> {
+        match message.get("content") {
+            Some(Value::Array(blocks)) => blocks.clone(),
+            Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+            _ => Vec::new(),
+        }
+    };
+    for (index, message) in messages.iter().enumerate() {
+        let content = blocks(message);
+        if content.is_empty() {
+            return Err(format!("messages.{index}: all messages must have non-empty content"));
+        }
+        if content.iter().any(|b| {
+            b.get("type").and_then(Value::as_str) == Some("text")
+                && b.get("text").and_then(Value::as_str).is_some_and(str::is_empty)
+        }) {
+            return Err("messages: text content blocks must be non-empty".into());
+        }
+        let uses: Vec<String> = content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if uses.is_empty() {
+            continue;
+        }
+        let answered: Vec<String> = messages
+            .get(index + 1)
+            .map(blocks)
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        let missing: Vec<&str> =
+            uses.iter().filter(|id| !answered.contains(id)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                index + 1,
+                missing.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// As the real API: at most 4 blocks may carry `cache_control`.
+fn check_cache_breakpoints(body: &Value) -> Result<(), String> {
+    fn count(value: &Value) -> usize {
+        match value {
+            Value::Object(map) => {
+                usize::from(map.contains_key("cache_control"))
+                    + map.values().map(count).sum::<usize>()
+            }
+            Value::Array(items) => items.iter().map(count).sum(),
+            _ => 0,
+        }
+    }
+    let found = count(body);
+    if found > 4 {
+        return Err(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {found}."
+        ));
     }
     Ok(())
 }

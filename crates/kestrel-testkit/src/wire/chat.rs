@@ -17,7 +17,50 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
         Some(messages) if messages.is_empty() => {
             Err("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.".into())
         }
-        Some(_) => Ok(()),
+        Some(messages) => check_tool_pairing(messages),
+    }
+}
+
+/// As the real API: an assistant message with `tool_calls` must be followed by a `tool`
+/// message for each call id, and a `tool` message must answer such a call.
+fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or_default();
+        if role == "tool" {
+            let id = message.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
+            match open.iter().position(|open_id| open_id == id) {
+                Some(index) => {
+                    open.remove(index);
+                }
+                None => {
+                    return Err("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.".into());
+                }
+            }
+            continue;
+        }
+        if !open.is_empty() {
+            return Err(format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                open.join(", ")
+            ));
+        }
+        if role == "assistant" {
+            let calls = message.get("tool_calls").and_then(Value::as_array);
+            open = calls
+                .into_iter()
+                .flatten()
+                .filter_map(|call| call.get("id").and_then(Value::as_str).map(str::to_string))
+                .collect();
+        }
+    }
+    if open.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+            open.join(", ")
+        ))
     }
 }
 

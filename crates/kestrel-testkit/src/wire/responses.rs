@@ -11,10 +11,31 @@ use crate::sse::{SseEvent, argument_deltas, text_deltas};
 
 pub(super) fn validate(body: &Value) -> Result<(), String> {
     match body.get("input") {
-        Some(Value::String(_) | Value::Array(_)) => Ok(()),
+        Some(Value::String(_)) => Ok(()),
+        Some(Value::Array(items)) => check_tool_pairing(items),
         Some(_) => Err("Invalid type for 'input': expected a string or an array.".into()),
         None => Err("Missing required parameter: 'input'.".into()),
     }
+}
+
+/// As the real API (with `store: false`, nothing is looked up server-side): every
+/// `function_call` needs a `function_call_output` with its `call_id`, and the reverse.
+fn check_tool_pairing(items: &[Value]) -> Result<(), String> {
+    let ids = |kind: &str| -> Vec<&str> {
+        items
+            .iter()
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some(kind))
+            .filter_map(|item| item.get("call_id").and_then(Value::as_str))
+            .collect()
+    };
+    let (calls, outputs) = (ids("function_call"), ids("function_call_output"));
+    if let Some(call) = calls.iter().find(|call| !outputs.contains(call)) {
+        return Err(format!("No tool output found for function call {call}."));
+    }
+    if let Some(output) = outputs.iter().find(|output| !calls.contains(output)) {
+        return Err(format!("No tool call found for function call output with call_id {output}."));
+    }
+    Ok(())
 }
 
 /// Numbers events as they are added.
