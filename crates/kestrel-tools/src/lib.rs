@@ -11,6 +11,7 @@ mod glob;
 mod grep;
 pub mod html;
 mod list_dir;
+pub mod mcp;
 mod output;
 mod paths;
 pub mod permission;
@@ -32,7 +33,7 @@ pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
     ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition,
-    ToolFuture, ToolOutput, ToolRegistry,
+    ToolFuture, ToolImage, ToolOutput, ToolRegistry, ToolSource,
 };
 pub use update_plan::UpdatePlanTool;
 pub use web_fetch::WebFetchTool;

@@ -71,6 +71,16 @@ pub struct ChangeText {
     pub after: Option<String>,
 }
 
+/// An image a tool returned (e.g. an MCP tool's `image` content), for models that take
+/// images. `content` keeps a `[image: TYPE]` placeholder where it stood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    /// `image/png`, `image/jpeg`, ...
+    pub media_type: String,
+    /// Base64, as the tool sent it.
+    pub data: String,
+}
+
 /// The result of one tool call.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolOutput {
@@ -81,6 +91,8 @@ pub struct ToolOutput {
     pub changes: Vec<FileChange>,
     /// The new plan, from `update_plan`.
     pub plan: Option<Vec<PlanStep>>,
+    /// Images of the result, in order, beside the text in `content`.
+    pub images: Vec<ToolImage>,
 }
 
 impl ToolOutput {
@@ -107,10 +119,27 @@ pub trait Tool: Send + Sync {
     fn run<'a>(&'a self, arguments: serde_json::Value, context: &'a ToolContext) -> ToolFuture<'a>;
 }
 
-/// The tools of a session, by name.
+/// Tools that come and go while a session runs (an MCP server's, once it is up). The
+/// registry asks its sources on every look-up, so the tool list of each model request is
+/// the one of that moment.
+pub trait ToolSource: Send + Sync {
+    /// The tools available now, in a stable order.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// The tool called `name`, also when it is not listed yet (its server is still
+    /// starting: the call then waits for it). `None`: not this source's name.
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>>;
+
+    /// What went wrong since the last call (a server that failed to start or died),
+    /// each reported once, for the session to show and record.
+    fn take_reports(&self) -> Vec<String>;
+}
+
+/// The tools of a session, by name: fixed ones plus those of its [`ToolSource`]s.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ToolRegistry {
@@ -125,12 +154,29 @@ impl ToolRegistry {
         self.tools.push(tool);
     }
 
-    pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools.iter().map(|tool| tool.definition()).collect()
+    /// Adds a source of tools that may change while the session runs.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|tool| tool.definition().name == name)
+    /// The definitions to send with a model request: the fixed tools, then each
+    /// source's tools as they are now.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let fixed = self.tools.iter().map(|tool| tool.definition());
+        let dynamic = self.sources.iter().flat_map(|source| source.tools());
+        fixed.chain(dynamic.map(|tool| tool.definition())).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if let Some(tool) = self.tools.iter().find(|tool| tool.definition().name == name) {
+            return Some(tool.clone());
+        }
+        self.sources.iter().find_map(|source| source.find(name))
+    }
+
+    /// What the sources have to report since the last call (see [`ToolSource::take_reports`]).
+    pub fn take_reports(&self) -> Vec<String> {
+        self.sources.iter().flat_map(|source| source.take_reports()).collect()
     }
 
     /// True for a known read-only tool; unknown names count as not read-only.
