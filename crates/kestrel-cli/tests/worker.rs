@@ -107,7 +107,7 @@ fn permission_script() -> Script {
         Step::tool_call("write_file", json!({"path": "once.txt", "content": "1\n"})),
         Step::text("one"),
         Step::tool_call("write_file", json!({"path": "always.txt", "content": "2\n"})),
-        Step::tool_call("write_file", json!({"path": "again.txt", "content": "3\n"})),
+        Step::tool_call("write_file", json!({"path": "always.txt", "content": "3\n"})),
         Step::text("two"),
         Step::tool_call("shell", json!({"command": "echo no > rejected.txt"})),
         Step::text("three"),
@@ -156,11 +156,11 @@ async fn ask_mode_asks_the_client_and_follows_its_answers() {
     let asked = transcript.iter().position(|m| m["method"] == "session/request_permission");
     assert!(announced.unwrap() < asked.unwrap());
 
-    // Allow always: asked for the first write only.
+    // Allow always: asked for the first write only; the same write again runs at once.
     let outcome = worker.prompt(&id, "write twice", &[Answer::Option("allow_always")]).await;
     assert_eq!(outcome.stop_reason(), "end_turn");
     assert_eq!(outcome.permissions.len(), 1);
-    assert!(work.join("always.txt").exists() && work.join("again.txt").exists());
+    assert_eq!(std::fs::read_to_string(work.join("always.txt")).unwrap(), "3\n");
 
     // Reject: another tool is asked for again; nothing runs and the model hears why.
     let outcome = worker.prompt(&id, "run it", &[Answer::Option("reject_once")]).await;

@@ -399,11 +399,11 @@ pub fn record_items(env: &TestEnv, id: &str) -> Vec<Value> {
     crate::common::read_lines(&path).into_iter().skip(1).collect()
 }
 
-/// The `type`s of record items, usage left out.
+/// The `type`s of record items, bookkeeping (usage, checkpoints) left out.
 pub fn item_types(items: &[Value]) -> Vec<String> {
     items
         .iter()
         .map(|item| item["type"].as_str().unwrap().to_string())
-        .filter(|kind| kind != "usage")
+        .filter(|kind| kind != "usage" && kind != "checkpoint")
         .collect()
 }
