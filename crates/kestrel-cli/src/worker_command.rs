@@ -25,6 +25,8 @@ pub fn run() -> ExitCode {
             }
         };
     runtime.block_on(run_worker(options, tokio::io::stdin(), tokio::io::stdout()));
+    // A tool still stuck in a blocking thread must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     ExitCode::SUCCESS
 }
 

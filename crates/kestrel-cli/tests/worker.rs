@@ -88,6 +88,13 @@ async fn a_prompt_streams_text_and_a_write_file_call_with_its_diff() {
     assert!(usage["used"].as_u64().unwrap() > 0);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\n");
 
+    let listed = worker.request("session/list", json!({"cwd": work})).await.unwrap();
+    let listed = &listed["sessions"][0];
+    assert_eq!(listed["sessionId"], id.as_str());
+    assert_eq!(listed["title"], "write notes/a.txt");
+    assert_eq!(listed["cwd"], json!(work));
+    assert!(listed["updatedAt"].is_string());
+
     assert_eq!(
         item_types(&record_items(&env, &id)),
         [
