@@ -2,6 +2,8 @@
 //! daemon for racing clients, a stale socket replaced, idle exit, status and stop, and
 //! clear errors for bad requests. None of these needs a worker to run a turn.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod daemon_support;
 

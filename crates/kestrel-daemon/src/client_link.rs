@@ -1,32 +1,44 @@
-//! One connected client as the rest of the daemon sees it: a bounded outbox that never
-//! blocks its sender. Fan-out from a worker uses `try_send`; a client whose outbox stays
-//! full (it stopped reading) is cut off rather than allowed to stall a worker or grow
-//! the daemon's memory. Everything sent to a client goes through the outbox, in order.
+//! One connected client as the rest of the daemon sees it: an outbox that never blocks
+//! its sender, bounded by the bytes waiting in it. Fan-out from a worker never waits
+//! for a client; a client whose backlog passes [`MAX_BACKLOG_BYTES`] (it stopped
+//! reading, or reads far slower than the session talks) is cut off rather than allowed
+//! to stall a worker or grow the daemon's memory. A burst (a long streamed answer) is
+//! absorbed. Everything sent to a client goes through the outbox, in order. What one
+//! client can hold in the daemon is thus the backlog limit plus its connection's queue
+//! (256 messages).
 
 use kestrel_protocol::jsonrpc::{Connection, Message, Notification, RequestId, RpcError};
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// Messages waiting for one client beyond the connection's own queue. A client that
-/// falls this far behind is disconnected (see the module comment).
-pub(crate) const CLIENT_OUTBOX: usize = 1024;
+/// Bytes that may wait for one client (beyond its connection's own small queue) before
+/// it is cut off, unless `KESTREL_DAEMON_CLIENT_BACKLOG` says otherwise.
+pub const MAX_BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 
 /// A client's id, unique within one daemon's life.
 pub(crate) type ClientId = u64;
 
 enum OutboxItem {
-    Line(String),
-    Request { method: String, params: Value, reply: oneshot::Sender<Result<Value, RpcError>> },
+    /// A message and the bytes it counts against the backlog (0 when exempt).
+    Line(String, usize),
+    Request {
+        method: String,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    },
 }
 
 /// The daemon's handle on one client connection.
 #[derive(Debug)]
 pub(crate) struct ClientLink {
     id: ClientId,
-    outbox: mpsc::Sender<OutboxItem>,
-    /// Cancelled when the client is gone or cut off; its stream is severed with it.
+    outbox: mpsc::UnboundedSender<OutboxItem>,
+    backlog: Arc<AtomicUsize>,
+    max_backlog: usize,
+    /// Cancelled when the client is cut off or the daemon stops; its stream is severed.
     gone: CancellationToken,
     /// The client advertised `session.notices`: restarts are shown as ACP notices.
     notices: AtomicBool,
@@ -35,7 +47,7 @@ pub(crate) struct ClientLink {
 impl std::fmt::Debug for OutboxItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            OutboxItem::Line(_) => f.write_str("Line"),
+            OutboxItem::Line(_, bytes) => write!(f, "Line({bytes})"),
             OutboxItem::Request { method, .. } => write!(f, "Request({method})"),
         }
     }
@@ -43,10 +55,16 @@ impl std::fmt::Debug for OutboxItem {
 
 impl ClientLink {
     /// A link writing to `connection` through a fresh outbox task; `gone` ends it.
-    pub(crate) fn start(id: ClientId, connection: Connection, gone: CancellationToken) -> Self {
-        let (outbox, items) = mpsc::channel(CLIENT_OUTBOX);
-        tokio::spawn(drain_outbox(connection, items, gone.clone()));
-        Self { id, outbox, gone, notices: AtomicBool::new(false) }
+    pub(crate) fn start(
+        id: ClientId,
+        connection: Connection,
+        gone: CancellationToken,
+        max_backlog: usize,
+    ) -> Self {
+        let (outbox, items) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(drain_outbox(connection, items, backlog.clone(), gone.clone()));
+        Self { id, outbox, backlog, max_backlog, gone, notices: AtomicBool::new(false) }
     }
 
     pub(crate) fn id(&self) -> ClientId {
@@ -65,15 +83,33 @@ impl ClientLink {
         self.notices.load(Ordering::Relaxed)
     }
 
-    /// Queues an already serialised message. Never waits: a full outbox cuts the client
-    /// off and returns false.
+    /// Queues an already serialised message. Never waits: a backlog over the limit
+    /// ([`MAX_BACKLOG_BYTES`] by default) cuts the client off and returns false.
     pub(crate) fn send_line(&self, line: String) -> bool {
-        self.push(OutboxItem::Line(line))
+        let bytes = line.len();
+        let before = self.backlog.fetch_add(bytes, Ordering::Relaxed);
+        // One message always fits, however large; after that the limit holds.
+        if before > 0 && before + bytes > self.max_backlog {
+            self.backlog.fetch_sub(bytes, Ordering::Relaxed);
+            // A client this far behind is not keeping up: cut it off (module comment).
+            self.gone.cancel();
+            return false;
+        }
+        self.push(OutboxItem::Line(line, bytes))
+    }
+
+    /// Queues a message that does not count against the backlog: an attaching client's
+    /// history, which is bounded by the session itself and must arrive whole.
+    pub(crate) fn send_line_exempt(&self, line: String) -> bool {
+        self.push(OutboxItem::Line(line, 0))
     }
 
     pub(crate) fn notify(&self, method: &str, params: Value) -> bool {
-        let message = Message::Notification(Notification { method: method.to_owned(), params });
-        self.send_line(message.to_line())
+        self.send_line(notification_line(method, params))
+    }
+
+    pub(crate) fn notify_exempt(&self, method: &str, params: Value) -> bool {
+        self.send_line_exempt(notification_line(method, params))
     }
 
     pub(crate) fn respond(&self, id: RequestId, result: Result<Value, RpcError>) -> bool {
@@ -94,24 +130,18 @@ impl ClientLink {
     }
 
     fn push(&self, item: OutboxItem) -> bool {
-        if self.gone.is_cancelled() {
-            return false;
-        }
-        match self.outbox.try_send(item) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                // A client this far behind is not reading: cut it off (module comment).
-                self.gone.cancel();
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        }
+        !self.gone.is_cancelled() && self.outbox.send(item).is_ok()
     }
+}
+
+fn notification_line(method: &str, params: Value) -> String {
+    Message::Notification(Notification { method: method.to_owned(), params }).to_line()
 }
 
 async fn drain_outbox(
     connection: Connection,
-    mut items: mpsc::Receiver<OutboxItem>,
+    mut items: mpsc::UnboundedReceiver<OutboxItem>,
+    backlog: Arc<AtomicUsize>,
     gone: CancellationToken,
 ) {
     loop {
@@ -121,11 +151,12 @@ async fn drain_outbox(
         };
         let Some(item) = item else { break };
         match item {
-            OutboxItem::Line(line) => {
+            OutboxItem::Line(line, bytes) => {
                 let sent = tokio::select! {
                     sent = connection.send_line(line) => sent.is_ok(),
                     () = gone.cancelled() => false,
                 };
+                backlog.fetch_sub(bytes, Ordering::Relaxed);
                 if !sent {
                     break;
                 }

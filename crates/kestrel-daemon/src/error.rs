@@ -16,6 +16,9 @@ pub enum DaemonError {
     /// An environment override is not a number of seconds.
     #[error("{variable}={value:?} is not a number of seconds (e.g. 30 or 0.5)")]
     BadSeconds { variable: &'static str, value: String },
+    /// An environment override is not a number of bytes.
+    #[error("{variable}={value:?} is not a number of bytes")]
+    BadBytes { variable: &'static str, value: String },
     /// No daemon listens on the socket.
     #[error("the daemon is not running (no one listens on {socket})")]
     NotRunning { socket: PathBuf },

@@ -18,12 +18,14 @@ mod status;
 mod supervisor;
 mod worker;
 
+pub use client_link::MAX_BACKLOG_BYTES;
 pub use error::DaemonError;
 pub use messages::{
     DAEMON_STATUS, DAEMON_STOP, SESSION_DETACH, SESSION_HISTORY, SESSION_SPAWN, WORKER_RESTARTED,
 };
 pub use server::run;
 pub use settings::{
-    DAEMON_IDLE_ENV, DEFAULT_DAEMON_IDLE, DaemonSettings, WORKER_IDLE_ENV, WorkerCommand,
+    CLIENT_BACKLOG_ENV, DAEMON_IDLE_ENV, DEFAULT_DAEMON_IDLE, DaemonSettings, WORKER_IDLE_ENV,
+    WorkerCommand,
 };
 pub use status::{DaemonStatus, SessionStatus};

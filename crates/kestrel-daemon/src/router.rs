@@ -62,7 +62,8 @@ impl Router {
         gone: CancellationToken,
     ) -> Arc<ClientLink> {
         let id = self.next_client.fetch_add(1, Ordering::Relaxed);
-        let client = Arc::new(ClientLink::start(id, connection, gone));
+        let client =
+            Arc::new(ClientLink::start(id, connection, gone, self.settings.client_backlog_bytes));
         lock(&self.clients).insert(id, client.clone());
         *lock(&self.idle_since) = None;
         client

@@ -66,6 +66,8 @@ pub(crate) struct SessionState {
     /// Restart times within the window (crash-loop detection).
     pub(crate) recent_restarts: VecDeque<Instant>,
     pub(crate) restarts: u32,
+    /// The current worker's stderr log (renamed once a new session has its id).
+    pub(crate) log_path: std::path::PathBuf,
     /// Why the last worker stopped, for notices.
     pub(crate) last_exit: String,
     /// The worker is being stopped on purpose: its exit is not a crash.
@@ -108,6 +110,7 @@ impl LiveSession {
                 recent_restarts: VecDeque::new(),
                 restarts: 0,
                 last_exit: String::new(),
+                log_path: std::path::PathBuf::new(),
                 closing: false,
                 replaying: false,
                 idle_since: Instant::now(),
@@ -182,10 +185,13 @@ impl LiveSession {
     pub(crate) fn detach(&self, client: ClientId) -> bool {
         let mut state = self.state();
         let was = state.clients.remove(&client).is_some();
-        for permission in &mut state.permissions {
-            permission.asked.remove(&client);
+        if was {
+            for permission in &mut state.permissions {
+                permission.asked.remove(&client);
+            }
+            // The idle clock starts when the last attached client leaves.
+            state.idle_since = Instant::now();
         }
-        state.idle_since = Instant::now();
         was
     }
 

@@ -12,6 +12,8 @@ pub const DAEMON_IDLE_ENV: &str = "KESTREL_DAEMON_IDLE_SECS";
 /// Seconds a worker with no client and no turn stays alive; overrides
 /// `[agent] idle_worker_minutes` (float allowed, for tests).
 pub const WORKER_IDLE_ENV: &str = "KESTREL_WORKER_IDLE_SECS";
+/// Bytes that may wait for one slow client before it is cut off (tests make it small).
+pub const CLIENT_BACKLOG_ENV: &str = "KESTREL_DAEMON_CLIENT_BACKLOG";
 /// The daemon's default idle exit: 10 minutes with no session and no client.
 pub const DEFAULT_DAEMON_IDLE: Duration = Duration::from_secs(600);
 
@@ -45,6 +47,8 @@ pub struct DaemonSettings {
     pub restart_window: Duration,
     /// How long a request waits for a starting or restarting worker.
     pub start_timeout: Duration,
+    /// Bytes waiting for one client before it is cut off as not reading.
+    pub client_backlog_bytes: usize,
 }
 
 impl DaemonSettings {
@@ -61,7 +65,15 @@ impl DaemonSettings {
             worker_idle = seconds;
         }
         let idle_exit = seconds_from_env(DAEMON_IDLE_ENV)?.unwrap_or(DEFAULT_DAEMON_IDLE);
-        Ok(Self { idle_exit, worker_idle, ..Self::new(home, worker) })
+        let mut settings = Self { idle_exit, worker_idle, ..Self::new(home, worker) };
+        if let Some(value) = std::env::var_os(CLIENT_BACKLOG_ENV) {
+            let text = value.to_string_lossy().into_owned();
+            settings.client_backlog_bytes = text
+                .trim()
+                .parse()
+                .map_err(|_| DaemonError::BadBytes { variable: CLIENT_BACKLOG_ENV, value: text })?;
+        }
+        Ok(settings)
     }
 
     /// Defaults (30 min worker idle, 10 min daemon idle) without reading anything.
@@ -75,6 +87,7 @@ impl DaemonSettings {
             max_restarts: 3,
             restart_window: Duration::from_secs(60),
             start_timeout: Duration::from_secs(30),
+            client_backlog_bytes: crate::client_link::MAX_BACKLOG_BYTES,
         }
     }
 }

@@ -53,12 +53,15 @@ async fn supervise(router: Arc<Router>, session: Arc<LiveSession>, mut bootstrap
                     link.pid(),
                     session.id().unwrap_or("(new)")
                 ));
-                session.state().worker = Some(link.clone());
+                {
+                    let mut state = session.state();
+                    state.worker = Some(link.clone());
+                    state.log_path = log_path;
+                }
                 tokio::spawn(run_bootstrap(
                     router.clone(),
                     session.clone(),
                     link.clone(),
-                    log_path,
                     bootstrap,
                 ));
                 let reason = run_worker(&router, &session, started).await;
@@ -114,7 +117,6 @@ async fn run_bootstrap(
     router: Arc<Router>,
     session: Arc<LiveSession>,
     link: WorkerLink,
-    log_path: PathBuf,
     bootstrap: Bootstrap,
 ) {
     if let Err(error) = link.request("initialize", messages::initialize_worker_request()).await {
@@ -153,7 +155,7 @@ async fn run_bootstrap(
                 .map_err(|error| (None, error))
         }
         Bootstrap::Spawn { params, reply } => {
-            let result = start_child(&router, &session, &link, &log_path, params).await;
+            let result = start_child(&router, &session, &link, params).await;
             if result.is_err() {
                 session.state().closing = true;
                 link.close_stdin();
@@ -172,36 +174,29 @@ async fn start_child(
     router: &Arc<Router>,
     session: &Arc<LiveSession>,
     link: &WorkerLink,
-    log_path: &std::path::Path,
     params: Value,
 ) -> Result<String, RpcError> {
     let response = link.request("session/new", params).await?;
     let Some(id) = response.get("sessionId").and_then(Value::as_str) else {
         return Err(RpcError::internal("the child worker's session/new answer has no sessionId"));
     };
-    name_session(router, session, id, &response, log_path);
+    name_session(router, session, id, &response);
     Ok(id.to_owned())
 }
 
 /// The worker named its session: it joins the router under that id.
-fn name_session(
-    router: &Router,
-    session: &Arc<LiveSession>,
-    id: &str,
-    response: &Value,
-    log_path: &std::path::Path,
-) {
+fn name_session(router: &Router, session: &Arc<LiveSession>, id: &str, response: &Value) {
     session.set_id(id);
+    let named = router.settings.home.logs_dir().join(format!("worker-{id}.log"));
     {
         let mut state = session.state();
+        if state.log_path != named && std::fs::rename(&state.log_path, &named).is_ok() {
+            state.log_path = named;
+        }
         state.snapshot = messages::snapshot_of(response);
         if let Value::Object(params) = &mut state.load_params {
             params.insert("sessionId".into(), Value::String(id.to_owned()));
         }
-    }
-    let named = router.settings.home.logs_dir().join(format!("worker-{id}.log"));
-    if log_path != named {
-        let _ = std::fs::rename(log_path, &named);
     }
     router.register(id, session.clone());
     session.set_phase(Phase::Live);
@@ -358,10 +353,7 @@ fn handle_response(
             match (kind, &result) {
                 (Relayed::New, Ok(response)) => {
                     match response.get("sessionId").and_then(Value::as_str) {
-                        Some(session_id) => {
-                            let log_path = worker_log_path(router, session);
-                            name_session(router, session, session_id, response, &log_path);
-                        }
+                        Some(session_id) => name_session(router, session, session_id, response),
                         None => close(session, link),
                     }
                 }
@@ -410,7 +402,10 @@ fn attach_with_history(
     let session_id = session.id().unwrap_or_default().to_owned();
     if let Some(updates) = history.get("updates").and_then(Value::as_array) {
         for update in updates {
-            client.notify("session/update", messages::session_update(&session_id, update.clone()));
+            client.notify_exempt(
+                "session/update",
+                messages::session_update(&session_id, update.clone()),
+            );
         }
     }
     session.attach(client);

@@ -99,7 +99,7 @@ pub(crate) fn start(command: &WorkerCommand, log: &Path) -> std::io::Result<Star
         close,
         pid: group.id(),
     };
-    Ok(StartedWorker { group, link, stdout: WorkerOutput { reader: BufReader::new(stdout) } })
+    Ok(StartedWorker { group, link, stdout: WorkerOutput::start(stdout) })
 }
 
 impl WorkerLink {
@@ -209,10 +209,14 @@ async fn write_lines(
     // Dropping stdin here is what closes the worker's input.
 }
 
-/// The worker's stdout, read one message at a time.
+/// The worker's stdout, read one message at a time by its own task (so waiting for the
+/// next line can sit in a `select!` without losing a half-read line).
 pub(crate) struct WorkerOutput {
-    reader: BufReader<ChildStdout>,
+    lines: mpsc::Receiver<WorkerLine>,
 }
+
+/// Lines read ahead of the supervisor; the worker blocks on its stdout beyond this.
+const READ_AHEAD: usize = 64;
 
 /// One line from a worker.
 pub(crate) enum WorkerLine {
@@ -223,19 +227,31 @@ pub(crate) enum WorkerLine {
 }
 
 impl WorkerOutput {
-    /// The next line, or `None` at end of file (the worker closed stdout or exited).
-    pub(crate) async fn next(&mut self) -> Option<WorkerLine> {
-        loop {
-            let line = read_line(&mut self.reader).await?;
-            let trimmed = line.trim();
-            if trimmed.is_empty() {
-                continue;
+    fn start(stdout: ChildStdout) -> Self {
+        let (sender, lines) = mpsc::channel(READ_AHEAD);
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout);
+            while let Some(line) = read_line(&mut reader).await {
+                let trimmed = line.trim();
+                if trimmed.is_empty() {
+                    continue;
+                }
+                let parsed = match Message::parse(trimmed) {
+                    Ok(message) => WorkerLine::Message(message, trimmed.to_owned()),
+                    Err(error) => WorkerLine::Garbage(error),
+                };
+                if sender.send(parsed).await.is_err() {
+                    break;
+                }
             }
-            return Some(match Message::parse(trimmed) {
-                Ok(message) => WorkerLine::Message(message, trimmed.to_owned()),
-                Err(error) => WorkerLine::Garbage(error),
-            });
-        }
+        });
+        Self { lines }
+    }
+
+    /// The next line, or `None` at end of file (the worker closed stdout or exited).
+    /// Cancel-safe.
+    pub(crate) async fn next(&mut self) -> Option<WorkerLine> {
+        self.lines.recv().await
     }
 }
 

@@ -3,7 +3,7 @@
 //! would), and a guard that stops the daemon (and kills it if it will not stop).
 //! Every wait is bounded.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use crate::common::{TestEnv, Wire};
 use kestrel_protocol::jsonrpc::{Connection, Incoming, Notification, Request, RequestId, RpcError};
@@ -99,6 +99,20 @@ impl DaemonTest {
         crate::common::read_lines(&path).into_iter().skip(1).collect()
     }
 
+    /// The daemon's and workers' logs, for a failing test's output.
+    pub fn print_logs(&self) {
+        let logs = self.env.home.path().join("logs");
+        let Ok(entries) = std::fs::read_dir(&logs) else { return };
+        for entry in entries.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("--- {} (last lines)", entry.path().display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+
     pub fn stop_daemon(&self) {
         let _ = self.command(&["daemon", "stop"]).output();
     }
@@ -106,6 +120,9 @@ impl DaemonTest {
 
 impl Drop for DaemonTest {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_logs();
+        }
         let pid = self.daemon_pid();
         self.stop_daemon();
         if let Some(pid) = pid.or_else(|| self.daemon_pid()) {
