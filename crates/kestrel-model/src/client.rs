@@ -376,7 +376,10 @@ fn endpoint(base_url: &str, wire_api: WireApi) -> Result<String, String> {
 }
 
 /// Auth, content negotiation and the provider's own headers (which win).
-fn default_headers(provider: &ProviderConfig, key: Option<&str>) -> Result<HeaderMap, String> {
+pub(crate) fn default_headers(
+    provider: &ProviderConfig,
+    key: Option<&str>,
+) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     headers.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -409,7 +412,7 @@ fn default_headers(provider: &ProviderConfig, key: Option<&str>) -> Result<Heade
     Ok(headers)
 }
 
-fn build_http(
+pub(crate) fn build_http(
     options: &ClientOptions,
     extra_roots: Vec<reqwest::Certificate>,
 ) -> Result<reqwest::Client, String> {

@@ -1,8 +1,10 @@
 //! Model provider clients: one streaming interface over three wire APIs
 //! (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages), with retries,
-//! typed errors and cancellation.
+//! typed errors and cancellation; and the model catalog (limits and prices, fetched at
+//! runtime into the store's cache) that usage costs are computed from.
 
 mod anthropic;
+mod catalog;
 mod chat;
 mod client;
 mod provider_error;
@@ -13,6 +15,12 @@ mod stream;
 mod tls;
 mod types;
 
+pub use catalog::{
+    BACKGROUND_FETCH_TIMEOUT, Catalog, CatalogError, CatalogMatch, CatalogModel, CatalogProvider,
+    CatalogSettings, CatalogSource, CatalogStore, DEFAULT_CATALOG_TTL, DEFAULT_CONTEXT_WINDOW,
+    FOREGROUND_FETCH_TIMEOUT, ListedModel, LoadedCatalog, ModelProfile, PriceTier, Pricing,
+    ProfileOrigin, is_local_url, list_provider_models,
+};
 pub use client::ModelClient;
 pub use stream::ResponseStream;
 pub use tls::install_crypto_provider;
