@@ -175,6 +175,12 @@ pub struct AcpClient {
 
 impl AcpClient {
     pub fn spawn(test: &DaemonTest) -> AcpClient {
+        Self::spawn_recording(test, None)
+    }
+
+    /// A client whose every message, both ways, is also appended to `transcript`
+    /// (one JSON-RPC message per line, in the order they passed).
+    pub fn spawn_recording(test: &DaemonTest, transcript: Option<Transcript>) -> AcpClient {
         let mut command = tokio::process::Command::from(test.command(&["acp"]));
         command
             .stdin(Stdio::piped())
@@ -182,17 +188,16 @@ impl AcpClient {
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         let mut child = command.spawn().expect("kestrel acp starts");
-        let mut stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        // The connection writes into a pipe copied to the child's stdin, so that the
-        // test can close stdin (abort the copy) while the connection still reads.
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let (mut from_connection, _unused) = tokio::io::split(theirs);
-        let stdin_copy = tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut from_connection, &mut stdin).await;
-        });
-        let (_unused_read, to_child) = tokio::io::split(ours);
-        let (connection, mut incoming) = Connection::start(stdout, to_child);
+        // The connection talks to pipes copied line by line to and from the child, so
+        // lines can be recorded and the test can close stdin (abort the copy) while the
+        // connection still reads.
+        let (to_child, from_connection) = tokio::io::duplex(1024 * 1024);
+        let (from_child, to_connection) = tokio::io::duplex(1024 * 1024);
+        let stdin_copy = tokio::spawn(copy_lines(from_connection, stdin, transcript.clone()));
+        tokio::spawn(copy_lines(stdout, to_connection, transcript));
+        let (connection, mut incoming) = Connection::start(from_child, to_child);
         let (events_tx, events) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Some(message) = incoming.recv().await {
@@ -345,6 +350,29 @@ impl AcpClient {
         self.stdin_copy.abort();
         tokio::time::timeout(WAIT, self.child.wait()).await.expect("kestrel acp exits").unwrap()
     }
+}
+
+/// A file that several clients' messages are recorded into, whole lines at a time.
+pub type Transcript = std::sync::Arc<std::sync::Mutex<std::fs::File>>;
+
+async fn copy_lines<R, W>(from: R, mut to: W, transcript: Option<Transcript>)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use std::io::Write;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(transcript) = &transcript {
+            let _ = writeln!(transcript.lock().unwrap(), "{line}");
+        }
+        let written = to.write_all(format!("{line}\n").as_bytes()).await;
+        if written.is_err() || to.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 /// A workspace file path.
