@@ -13,6 +13,8 @@ pub struct ModelChoice {
     /// The id sent to the provider.
     pub model_id: String,
     pub client: ModelClient,
+    /// Its limits and prices, from the catalog.
+    pub profile: kestrel_model::ModelProfile,
 }
 
 /// A handle on a session's mode and pending model switch. Cheap to clone.

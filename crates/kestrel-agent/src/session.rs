@@ -47,6 +47,8 @@ pub struct SessionSettings {
     /// The model id sent to the provider.
     pub model: String,
     pub reasoning: Option<ReasoningEffort>,
+    /// The model's limits and prices from the catalog: what a request costs.
+    pub profile: kestrel_model::ModelProfile,
     /// Model requests per turn before it stops with `max_turns`.
     pub max_turns: Option<u32>,
     pub system_prompt: String,
@@ -140,6 +142,7 @@ impl Session {
         let previous = self.model_ref();
         self.client = choice.client;
         self.settings.model = choice.model_id;
+        self.settings.profile = choice.profile;
         self.write(RecordItem::Notice {
             notice: Notice {
                 kind: NoticeKind::ModelSwitch,
@@ -347,8 +350,8 @@ impl Session {
                 cached_input_tokens: tokens.cached_input_tokens,
                 output_tokens: tokens.output_tokens,
                 reasoning_tokens: tokens.reasoning_tokens,
-                // Prices come from the model catalog; a model it does not know costs 0.
-                cost: 0.0,
+                // The catalog's prices; a model it does not know costs 0.
+                cost: self.settings.profile.cost(&tokens),
             };
             usage.add(&request_usage);
             self.write(RecordItem::Usage { usage: request_usage })?;

@@ -154,7 +154,9 @@ pub fn resume_session(
     Ok((session, entries))
 }
 
-/// Resolves `model_ref` (provider, key) and builds its client, for a model switch.
+/// Resolves `model_ref` (provider, key), builds its client and looks up its limits and
+/// prices in the catalog: the cached one or the bundled snapshot, never the network (a
+/// stale cache is refreshed in the background, not waited for). Also for a model switch.
 pub fn choose_model(
     config: &Config,
     home: &KestrelHome,
@@ -162,8 +164,16 @@ pub fn choose_model(
     options: &ClientOptions,
 ) -> Result<ModelChoice, AgentError> {
     let resolved = resolve_model(config, home, model_ref, options)?;
+    let catalog =
+        kestrel_model::CatalogStore::new(home, kestrel_model::CatalogSettings::from_config(config));
+    let profile = catalog.session_profile(&resolved.provider, &resolved.model_id);
     let client = ModelClient::new(resolved.provider, resolved.client_options)?;
-    Ok(ModelChoice { model_ref: model_ref.to_string(), model_id: resolved.model_id, client })
+    Ok(ModelChoice {
+        model_ref: model_ref.to_string(),
+        model_id: resolved.model_id,
+        client,
+        profile,
+    })
 }
 
 fn new_session(launch: &Launch, approver: Arc<dyn Approver>) -> Result<Session, AgentError> {
@@ -202,6 +212,7 @@ fn start(
         network: launch.config.sandbox.network,
         model: choice.model_id,
         reasoning: launch.reasoning,
+        profile: choice.profile,
         max_turns: launch.max_turns,
         system_prompt: system_prompt(&launch.home, &launch.cwd),
     };

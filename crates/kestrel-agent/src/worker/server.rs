@@ -338,6 +338,9 @@ impl Server {
             let launch = &live.launch;
             let choice = choose_model(&launch.config, &launch.home, &model, &launch.client_options)
                 .map_err(|error| RpcError::invalid_params(error.to_string()))?;
+            if let Ok(mut mapper) = live.mapper.lock() {
+                mapper.set_context_window(choice.profile.context_window);
+            }
             match &mut live.turn {
                 Turn::Idle(session) => session.switch_model(choice).map_err(agent_error)?,
                 // The running turn takes it from its next model request on.
@@ -435,7 +438,8 @@ impl Server {
             choices::offer(&mut models, configured);
         }
         choices::offer(&mut models, &model);
-        let mapper = UpdateMapper::new(launch.cwd.clone(), self.notices);
+        let mut mapper = UpdateMapper::new(launch.cwd.clone(), self.notices);
+        mapper.set_context_window(session.settings().profile.context_window);
         self.log(&format!("session {id} open in {}", launch.cwd.display()));
         self.live.insert(Live {
             id,

@@ -10,8 +10,8 @@ use kestrel_tools::{FileChange, PlanStep, PlanStepStatus};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-/// The context window reported in `usage_update` until the model catalog knows better.
-pub(crate) const DEFAULT_CONTEXT_WINDOW: u64 = 200_000;
+/// The context window reported in `usage_update` until the session's model is known.
+pub(crate) const DEFAULT_CONTEXT_WINDOW: u64 = kestrel_model::DEFAULT_CONTEXT_WINDOW;
 
 /// Maps one session's events and record items to updates.
 pub(crate) struct UpdateMapper {
@@ -20,13 +20,26 @@ pub(crate) struct UpdateMapper {
     streamed: HashSet<String>,
     /// The session's cost so far, in USD, previous processes included.
     cost: f64,
+    /// The model's context window (`usage_update.size`).
+    context_window: u64,
     /// Whether the client shows `notice` updates (`clientCapabilities.session.notices`).
     notices: bool,
 }
 
 impl UpdateMapper {
     pub(crate) fn new(cwd: PathBuf, notices: bool) -> Self {
-        Self { cwd, streamed: HashSet::new(), cost: 0.0, notices }
+        Self {
+            cwd,
+            streamed: HashSet::new(),
+            cost: 0.0,
+            context_window: DEFAULT_CONTEXT_WINDOW,
+            notices,
+        }
+    }
+
+    /// The context window of the model in use, from the catalog.
+    pub(crate) fn set_context_window(&mut self, tokens: u64) {
+        self.context_window = tokens;
     }
 
     /// The updates one event of a running turn produces (often none or one).
@@ -142,8 +155,8 @@ impl UpdateMapper {
     /// `used` is the context the last request filled (its input and output).
     fn usage_update(&self, last: &Usage) -> acp::SessionUpdate {
         let used = last.input_tokens.saturating_add(last.output_tokens);
-        let update = acp::UsageUpdate::new(used, DEFAULT_CONTEXT_WINDOW)
-            .cost(acp::Cost::new(self.cost, "USD"));
+        let update =
+            acp::UsageUpdate::new(used, self.context_window).cost(acp::Cost::new(self.cost, "USD"));
         acp::SessionUpdate::UsageUpdate(update)
     }
 }
