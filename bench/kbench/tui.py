@@ -2,12 +2,16 @@
 the worker are not built yet: until `kestrel` paints a screen, these rows read "not built
 yet", and the code below is what measures them once it does.
 
-First paint: from spawn to the first output byte on the pty (120x40). Input-ready: a
-marker is typed into the pty right after spawn, with the pty's echo off, so it shows up
-on screen only once the TUI has read it and drawn it."""
+First paint: from spawn to the first printable text on the pty (120x40); the queries a
+TUI sends first (cursor position, device attributes, colours) are answered as a
+terminal would. Input-ready: a
+marker is typed into the pty right after spawn and again every millisecond, with the
+pty's echo off, so it shows up on screen only once the TUI has read it and drawn it."""
 
 import fcntl
 import os
+import re
+import shutil
 import select
 import signal
 import struct
@@ -16,11 +20,13 @@ import termios
 import time
 from pathlib import Path
 
-from .agents import clean_env
+from .agents import Codex, clean_env
 from .measure import run_process
 
 COLUMNS, ROWS = 120, 40
 MARKER = "kbench7"
+# How often the marker is typed again until it shows: the input-ready resolution.
+RETYPE_S = 0.001
 
 TUI_MEASURES = [
     "first paint (daemon up)",
@@ -37,10 +43,35 @@ class PtyRun:
     """What one start in a pty showed: times in ms (None if never seen), the output."""
 
     def __init__(self, first_output_ms, marker_ms, exited, output):
+        self.measured = None
         self.first_output_ms = first_output_ms
         self.marker_ms = marker_ms
         self.exited = exited
         self.output = output
+
+
+# What a terminal answers to the queries TUIs send at start-up; without an answer many
+# wait for a timeout, which would be measured as their start-up.
+QUERY_ANSWERS = [
+    (b"\x1b[6n", b"\x1b[1;1R"),  # cursor position
+    (b"\x1b[c", b"\x1b[?62;22c"),  # primary device attributes
+    (b"\x1b[0c", b"\x1b[?62;22c"),
+    (b"\x1b]10;?", b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\"),  # foreground colour
+    (b"\x1b]11;?", b"\x1b]11;rgb:0000/0000/0000\x1b\\"),  # background colour
+]
+ESCAPES = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78c])")
+
+
+def answer_queries(master: int, chunk: bytes):
+    for query, answer in QUERY_ANSWERS:
+        for _ in range(chunk.count(query)):
+            os.write(master, answer)
+
+
+def shows_text(output: bytes) -> bool:
+    """Whether the screen shows something yet: printable text once escape sequences
+    (queries, mode switches, cursor moves) are taken out."""
+    return any(32 < byte < 127 or byte >= 0xC0 for byte in ESCAPES.sub(b"", bytes(output)))
 
 
 def _controlling_tty():
@@ -48,9 +79,11 @@ def _controlling_tty():
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True) -> PtyRun:
-    """Starts argv on a fresh 120x40 pty, types MARKER at once, and watches the screen
-    until the marker is drawn, the process exits, or `timeout` s pass; then ends it."""
+def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True, when_ready=None) -> PtyRun:
+    """Starts argv on a fresh 120x40 pty, types MARKER at once and every RETYPE_S, and
+    watches the screen until the marker is drawn, the process exits, or `timeout` s
+    pass; then calls `when_ready(pid)` if the marker showed (its result lands in
+    `PtyRun.measured`) and ends the process."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     attributes = termios.tcgetattr(slave)
@@ -67,30 +100,42 @@ def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True) -> PtyRun:
     first_output_ms = marker_ms = None
     exited = False
     deadline = started + timeout
+    next_type = started + RETYPE_S
     try:
         while time.perf_counter() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.005)
-            now_ms = (time.perf_counter() - started) * 1000.0
+            ready, _, _ = select.select([master], [], [], RETYPE_S)
+            now = time.perf_counter()
+            now_ms = (now - started) * 1000.0
+            if type_marker and marker_ms is None and now >= next_type:
+                # Input typed before the program set its terminal mode may be discarded
+                # (TCSAFLUSH), so keep typing until the marker shows.
+                os.write(master, MARKER.encode())
+                next_type = now + RETYPE_S
             if ready:
                 try:
                     chunk = os.read(master, 65536)
                 except OSError:  # the slave side closed: the process is gone
                     chunk = b""
                 if chunk:
+                    answer_queries(master, chunk)
                     output.extend(chunk)
-                    first_output_ms = first_output_ms if first_output_ms is not None else now_ms
+                    if first_output_ms is None and shows_text(output):
+                        first_output_ms = now_ms
                     if marker_ms is None and MARKER.encode() in output:
                         marker_ms = now_ms
                         break
             if proc.poll() is not None:
                 exited = True
                 break
+        measured = when_ready(proc.pid) if when_ready and marker_ms is not None else None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         os.close(master)
-    return PtyRun(first_output_ms, marker_ms, exited, output.decode(errors="replace"))
+    run = PtyRun(first_output_ms, marker_ms, exited, output.decode(errors="replace"))
+    run.measured = measured
+    return run
 
 
 def tree_rss_mb(root_pids) -> float:
@@ -151,6 +196,7 @@ def tui(ctx):
     home = ctx.work / "home-tui"
     home.mkdir(exist_ok=True)
     env = clean_env(KESTREL_HOME=home)
+    codex_reference(ctx)
     probe = start_in_pty([str(ctx.kestrel)], env, ctx.work)
     if probe.exited or probe.marker_ms is None:
         said = probe.output.strip().splitlines()[-1:] or ["(nothing)"]
@@ -159,15 +205,16 @@ def tui(ctx):
         return
     # Daemon started on demand: a home with no daemon running.
     _measure_starts(ctx, env, "daemon started on demand", before=lambda: _daemon(ctx, env, "stop"))
-    daemon_up = _daemon(ctx, env, "start")
-    if daemon_up:
-        _measure_starts(ctx, env, "daemon up", before=lambda: None)
+    if _daemon(ctx, env, "start"):
+        _measure_starts(ctx, env, "daemon up", before=lambda: None, home=home)
         _daemon(ctx, env, "stop")
     else:
-        for measure in ("first paint (daemon up)", "input-ready (daemon up)"):
+        for measure in ("first paint (daemon up)", "input-ready (daemon up)",
+                        "idle RSS of the tree (TUI + daemon + worker)"):
             ctx.results.missing("tui", measure, "not built yet", "`kestrel daemon start` failed")
-    for measure in TUI_MEASURES[4:]:
-        ctx.results.missing("tui", measure, "not built yet", "needs the daemon and worker; see kbench/tui.py")
+    for measure in TUI_MEASURES[5:]:
+        ctx.results.missing("tui", measure, "not wired yet",
+                            "the TUI exists: drive a session in kbench/tui.py to measure this")
 
 
 def _daemon(ctx, env, action) -> bool:
@@ -175,17 +222,70 @@ def _daemon(ctx, env, action) -> bool:
     return run.exit_code == 0
 
 
-def _measure_starts(ctx, env, label, before):
-    paint, ready = [], []
+def _measure_starts(ctx, env, label, before, home=None):
+    """Starts the TUI `runs` times; with `home` (daemon up), also the idle RSS of the
+    TUI's tree plus the daemon's (which holds the workers) 1 s after input-ready."""
+
+    def idle_rss(pid):
+        time.sleep(1.0)
+        daemon = int((home / "run" / "daemon.pid").read_text().strip())
+        return tree_rss_mb([pid, daemon])
+
+    paint, ready, rss = [], [], []
     for _ in range(ctx.runs):
         before()
-        run = start_in_pty([str(ctx.kestrel)], env, ctx.work)
+        run = start_in_pty([str(ctx.kestrel)], env, ctx.work, when_ready=idle_rss if home else None)
         if run.first_output_ms is not None:
             paint.append(run.first_output_ms)
         if run.marker_ms is not None:
             ready.append(run.marker_ms)
+        if run.measured is not None:
+            rss.append(run.measured)
     for measure, values in ((f"first paint ({label})", paint), (f"input-ready ({label})", ready)):
         if values:
             ctx.results.add("tui", measure, values, "ms", f"{COLUMNS}x{ROWS} pty, warm")
         else:
             ctx.results.missing("tui", measure, "not seen", "no output / marker within 3 s")
+    if home is not None:
+        measure = "idle RSS of the tree (TUI + daemon + worker)"
+        if rss:
+            ctx.results.add("tui", measure, rss, "MB", "VmRSS of the TUI, the daemon and their children")
+        else:
+            ctx.results.missing("tui", measure, "not seen", "the TUI never became input-ready")
+
+
+def codex_reference(ctx):
+    """Codex's TUI measured the same way: the figure Kestrel's TUI will be held against.
+    Its home lies outside /tmp (in /tmp Codex prints a warning first, which would count
+    as its first paint); its provider points at a closed port, so nothing waits on a model."""
+    if ctx.codex is None:
+        return
+    home = Path.home() / ".cache" / "kestrel-bench" / f"codex-tui-home-{os.getpid()}"
+    Codex.configure(home, "http://127.0.0.1:9/v1")
+    env = clean_env(CODEX_HOME=home)
+    paint, ready, rss = [], [], []
+
+    def idle_rss(pid):
+        time.sleep(1.0)
+        return tree_rss_mb([pid])
+
+    try:
+        start_in_pty([str(ctx.codex)], env, ctx.work, timeout=5)  # warm-up (first start writes its home)
+        for _ in range(ctx.runs):
+            run = start_in_pty([str(ctx.codex)], env, ctx.work, timeout=5, when_ready=idle_rss)
+            if run.first_output_ms is not None:
+                paint.append(run.first_output_ms)
+            if run.marker_ms is not None:
+                ready.append(run.marker_ms)
+            if run.measured is not None:
+                rss.append(run.measured)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    note = f"{ctx.codex.name} TUI, same pty and method; reference until Kestrel's TUI exists"
+    for measure, values, unit in (("Codex first paint (reference)", paint, "ms"),
+                                  ("Codex input-ready (reference)", ready, "ms"),
+                                  ("Codex idle RSS of its tree, 1 s after input-ready (reference)", rss, "MB")):
+        if values:
+            ctx.results.add("tui", measure, values, unit, note)
+        else:
+            ctx.results.missing("tui", measure, "not seen", note)
