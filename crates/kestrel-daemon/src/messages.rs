@@ -1,50 +1,71 @@
 //! The ACP messages the daemon writes itself (everything else it relays as it came):
 //! its `initialize` answer, `session/list`, restart notices and the Kestrel extension
-//! notifications. Shapes follow the pinned ACP schema; tests check them against it.
+//! notifications. Built from the pinned schema's types (`kestrel_protocol::acp`), so
+//! they have the shapes the schema says; tests also check them against its JSON schema.
 
+use kestrel_protocol::acp;
 use kestrel_store::SessionSummary;
+use serde::Serialize;
 use serde_json::{Value, json};
 
-/// The ACP protocol version the daemon speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 1;
-
 /// `_kestrel/worker/restarted` (daemon → clients).
-pub const WORKER_RESTARTED: &str = "_kestrel/worker/restarted";
+pub const WORKER_RESTARTED: &str = acp::kestrel::WORKER_RESTARTED;
 /// `_kestrel/session/detach` (client → daemon).
-pub const SESSION_DETACH: &str = "_kestrel/session/detach";
+pub const SESSION_DETACH: &str = acp::kestrel::SESSION_DETACH;
 /// `_kestrel/session/history` (daemon → worker).
-pub const SESSION_HISTORY: &str = "_kestrel/session/history";
+pub const SESSION_HISTORY: &str = acp::kestrel::SESSION_HISTORY;
 /// `_kestrel/session/spawn` (worker → daemon).
-pub const SESSION_SPAWN: &str = "_kestrel/session/spawn";
+pub const SESSION_SPAWN: &str = acp::kestrel::SESSION_SPAWN;
 /// `_kestrel/daemon/status` (client → daemon): sessions, worker pids, clients.
 pub const DAEMON_STATUS: &str = "_kestrel/daemon/status";
 /// `_kestrel/daemon/stop` (client → daemon): stop every worker and exit.
 pub const DAEMON_STOP: &str = "_kestrel/daemon/stop";
 
-/// The daemon's answer to `initialize`: the capabilities every worker has
-/// (docs/protocol.md), so clients need not wait for a worker to learn them.
-pub(crate) fn initialize_response() -> Value {
-    json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": true,
-            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
-            "sessionCapabilities": {"list": {}}
-        },
-        "authMethods": [],
-        "agentInfo": {"name": "kestrel", "title": "Kestrel", "version": env!("CARGO_PKG_VERSION")}
-    })
+/// A schema type as JSON. Serialising these types cannot fail (string keys only).
+fn to_value(message: impl Serialize) -> Value {
+    serde_json::to_value(message).unwrap_or(Value::Null)
 }
 
-/// The `initialize` the daemon sends a worker: it asks for no client file system or
-/// terminal (the worker uses its own tools), and advertises notices.
+/// The daemon's answer to `initialize`: the capabilities every worker advertises
+/// (docs/protocol.md), so clients need not wait for a worker to learn them.
+pub(crate) fn initialize_response() -> Value {
+    let capabilities = acp::AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(acp::PromptCapabilities::new().image(true).embedded_context(true))
+        .mcp_capabilities(acp::McpCapabilities::new().http(true))
+        .session_capabilities(
+            acp::SessionCapabilities::new().list(acp::SessionListCapabilities::new()),
+        );
+    let info =
+        acp::Implementation::new("kestrel", env!("CARGO_PKG_VERSION")).title("Kestrel".to_owned());
+    to_value(
+        acp::InitializeResponse::new(acp::ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(info),
+    )
+}
+
+/// Whether a client's `initialize` advertised `session.notices`. Fails when the params
+/// are not an `initialize` request.
+pub(crate) fn client_wants_notices(params: &Value) -> Result<bool, String> {
+    let request: acp::InitializeRequest = serde_json::from_value(params.clone())
+        .map_err(|error| format!("invalid initialize params: {error}"))?;
+    Ok(request
+        .client_capabilities
+        .session
+        .as_ref()
+        .is_some_and(|session| session.notices.is_some()))
+}
+
+/// The `initialize` the daemon sends a worker: no client file system or terminal (the
+/// worker uses its own tools) and no notices (not every client shows them).
 pub(crate) fn initialize_worker_request() -> Value {
-    json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-        "clientInfo": {"name": "kestrel-daemon", "version": env!("CARGO_PKG_VERSION")}
-    })
+    let info = acp::Implementation::new("kestrel-daemon", env!("CARGO_PKG_VERSION"));
+    to_value(
+        acp::InitializeRequest::new(acp::ProtocolVersion::V1)
+            .client_capabilities(acp::ClientCapabilities::new())
+            .client_info(info),
+    )
 }
 
 /// `session/list`'s answer: every session of the store (filtered by `cwd` when the
@@ -54,43 +75,48 @@ pub(crate) fn list_response(
     cwd: Option<&str>,
     live: &dyn Fn(&str) -> bool,
 ) -> Value {
-    let sessions: Vec<Value> = sessions
+    let sessions: Vec<acp::SessionInfo> = sessions
         .iter()
         .filter(|summary| cwd.is_none_or(|cwd| summary.cwd == cwd))
         .map(|summary| {
-            let mut info = json!({
-                "sessionId": summary.id.as_str(),
-                "cwd": summary.cwd,
-                "updatedAt": summary.created_at.to_string(),
-                "_meta": {"kestrel": {
+            let mut meta = acp::Meta::new();
+            meta.insert(
+                "kestrel".into(),
+                json!({
                     "live": live(summary.id.as_str()),
                     "model": format!("{}/{}", summary.provider, summary.model),
                     "parentSessionId": summary.parent_id.as_ref().map(|id| id.as_str()),
-                }}
-            });
-            if let (Some(title), Value::Object(map)) = (&summary.first_prompt, &mut info) {
-                map.insert("title".into(), Value::String(title.clone()));
-            }
-            info
+                }),
+            );
+            acp::SessionInfo::new(summary.id.as_str().to_owned(), summary.cwd.clone())
+                .title(summary.first_prompt.clone())
+                .updated_at(summary.created_at.to_string())
+                .meta(meta)
         })
         .collect();
-    json!({"sessions": sessions})
+    to_value(acp::ListSessionsResponse::new(sessions))
 }
 
-/// A `session/update` telling people that the worker restarted: an ACP `notice` for
+/// A `session/update` telling people what happened to the worker: an ACP `notice` for
 /// clients that advertised `session.notices`, an agent message otherwise.
 pub(crate) fn restart_notice(session_id: &str, text: &str, as_notice: bool) -> Value {
     let update = if as_notice {
-        json!({"sessionUpdate": "notice", "severity": "warning", "title": text})
+        acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text))
     } else {
-        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("\n[kestrel] {text}\n")}})
+        acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+            format!("\n[kestrel] {text}\n").into(),
+        ))
     };
-    json!({"sessionId": session_id, "update": update})
+    to_value(acp::SessionNotification::new(session_id.to_owned(), update))
 }
 
 /// The `_kestrel/worker/restarted` params.
 pub(crate) fn restarted(session_id: &str, reason: &str, restarts: u32) -> Value {
-    json!({"sessionId": session_id, "reason": reason, "restarts": restarts})
+    to_value(acp::kestrel::WorkerRestartedNotification {
+        session_id: session_id.to_owned().into(),
+        reason: reason.to_owned(),
+        restarts,
+    })
 }
 
 /// A session/update carrying one update of a history reply.
@@ -101,12 +127,12 @@ pub(crate) fn session_update(session_id: &str, update: Value) -> Value {
 /// The answer to a `session/request_permission` that nobody will give (the turn was
 /// cancelled).
 pub(crate) fn permission_cancelled() -> Value {
-    json!({"outcome": {"outcome": "cancelled"}})
+    to_value(acp::RequestPermissionResponse::new(acp::RequestPermissionOutcome::Cancelled))
 }
 
 /// The answer to a prompt whose worker died mid-turn.
 pub(crate) fn prompt_cancelled() -> Value {
-    json!({"stopReason": "cancelled"})
+    to_value(acp::PromptResponse::new(acp::StopReason::Cancelled))
 }
 
 /// Keeps the attach snapshot (`modes`, `configOptions`) current with the worker's
@@ -142,4 +168,57 @@ pub(crate) fn snapshot_of(response: &Value) -> Value {
         }
     }
     Value::Object(snapshot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemons_own_messages_parse_as_the_schema_types() {
+        let init: acp::InitializeResponse = serde_json::from_value(initialize_response()).unwrap();
+        assert!(init.agent_capabilities.load_session);
+        assert!(init.agent_capabilities.session_capabilities.list.is_some());
+        let notice: acp::SessionNotification =
+            serde_json::from_value(restart_notice("s1", "restarted", true)).unwrap();
+        assert!(matches!(notice.update, acp::SessionUpdate::Notice(_)));
+        let message = restart_notice("s1", "restarted", false);
+        assert_eq!(message["update"]["sessionUpdate"], "agent_message_chunk");
+        assert!(message["update"]["content"]["text"].as_str().unwrap().contains("restarted"));
+        let restarted: acp::kestrel::WorkerRestartedNotification =
+            serde_json::from_value(restarted("s1", "killed by signal 9", 2)).unwrap();
+        assert_eq!(restarted.restarts, 2);
+        assert_eq!(prompt_cancelled(), json!({"stopReason": "cancelled"}));
+        assert_eq!(permission_cancelled(), json!({"outcome": {"outcome": "cancelled"}}));
+    }
+
+    #[test]
+    fn notices_follow_the_clients_capability_and_bad_initialize_params_are_refused() {
+        let with =
+            json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}});
+        assert_eq!(client_wants_notices(&with), Ok(true));
+        assert_eq!(client_wants_notices(&json!({"protocolVersion": 1})), Ok(false));
+        let error = client_wants_notices(&json!({"clientCapabilities": 3})).unwrap_err();
+        assert!(error.contains("invalid initialize params"), "{error}");
+    }
+
+    #[test]
+    fn snapshots_follow_mode_and_config_updates() {
+        let mut snapshot = snapshot_of(&json!({
+            "sessionId": "s", "modes": {"currentModeId": "ask", "availableModes": []},
+            "configOptions": [{"id": "model"}]
+        }));
+        apply_to_snapshot(
+            &mut snapshot,
+            &json!({"sessionUpdate": "current_mode_update", "currentModeId": "yolo"}),
+        );
+        apply_to_snapshot(
+            &mut snapshot,
+            &json!({"sessionUpdate": "config_option_update", "configOptions": []}),
+        );
+        assert_eq!(
+            snapshot,
+            json!({"modes": {"currentModeId": "yolo", "availableModes": []}, "configOptions": []})
+        );
+    }
 }

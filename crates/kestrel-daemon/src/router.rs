@@ -133,12 +133,16 @@ impl Router {
     ) {
         let Request { id, method, params } = request;
         match method.as_str() {
-            "initialize" => {
-                let notices =
-                    params.pointer("/clientCapabilities/session/notices").is_some_and(is_truthy);
-                client.set_notices(notices);
-                client.respond(id, Ok(messages::initialize_response()));
-            }
+            "initialize" => match messages::client_wants_notices(&params) {
+                Ok(notices) => {
+                    client.set_notices(notices);
+                    client.respond(id, Ok(messages::initialize_response()));
+                }
+                Err(message) => {
+                    client.respond(id, Err(RpcError::invalid_params(message)));
+                }
+            },
+
             "authenticate" => {
                 client.respond(id, Ok(json!({})));
             }
@@ -417,14 +421,6 @@ fn checked_id(id: &str) -> Result<&str, RpcError> {
         Ok(id)
     } else {
         Err(RpcError::invalid_params(format!("{id:?} is not a session id")))
-    }
-}
-
-fn is_truthy(value: &Value) -> bool {
-    match value {
-        Value::Bool(flag) => *flag,
-        Value::Null => false,
-        Value::Number(_) | Value::String(_) | Value::Array(_) | Value::Object(_) => true,
     }
 }
 
