@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kbench import report, scenarios, tui  # noqa: E402
+from kbench import recovery, report, scenarios, tui  # noqa: E402
 from kbench.agents import find_codex  # noqa: E402
 from kbench.measure import BenchError, Results, run_checked, use_rusage_helper  # noqa: E402
 
-GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools")
+GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery")
 BENCH_TARGETS = {"replay": "kestrel-store", "sessions": "kestrel-store", "tools": "kestrel-tools"}
 
 
@@ -138,6 +138,7 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
         "sessions": lambda: scenarios.sessions(ctx),
         "store": lambda: (scenarios.in_process(ctx, "replay"), scenarios.in_process(ctx, "sessions")),
         "tools": lambda: scenarios.tools(ctx, arguments.tree),
+        "recovery": lambda: recovery.restart(ctx),
     }
     with report.NoiseSampler() as noise:
         for group in GROUPS:

@@ -87,8 +87,9 @@ async fn supervise(router: Arc<Router>, session: Arc<LiveSession>, mut bootstrap
         };
         match on_exit(&router, &session, pending, reason) {
             Outcome::Restart => {
-                let backoff = session.state().recent_restarts.len() as u64;
-                tokio::time::sleep(Duration::from_millis(100 * backoff)).await;
+                // The first restart is immediate; a worker that keeps dying waits longer.
+                let recent = session.state().recent_restarts.len().saturating_sub(1) as u64;
+                tokio::time::sleep(Duration::from_millis(100 * recent)).await;
                 bootstrap = Bootstrap::Restart;
             }
             Outcome::Done => return,
