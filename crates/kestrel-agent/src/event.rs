@@ -1,7 +1,7 @@
 //! What a session reports while a turn runs. Hosts map these to their own surface:
 //! the exec host to `exec --json` lines or stderr progress, the worker to ACP updates.
 
-use kestrel_protocol::{StopReason, Usage};
+use kestrel_protocol::{Notice, StopReason, Usage};
 use kestrel_tools::{FileChange, PlanStep};
 
 /// One thing that happened in a turn, in order.
@@ -51,6 +51,9 @@ pub enum AgentEvent {
     Retrying {
         message: String,
     },
+    /// Something to tell the user that is not conversation (an MCP server that failed
+    /// to start or died); the record has it as a `notice` item.
+    Notice(Notice),
     TurnCompleted {
         stop_reason: StopReason,
         final_text: String,

@@ -227,6 +227,8 @@ impl Printer {
                 self.note(&message);
                 Vec::new()
             }
+            // Shown on stderr by `emit` in every output mode.
+            AgentEvent::Notice(_) => Vec::new(),
             AgentEvent::TurnCompleted { stop_reason, usage, .. } => {
                 vec![ExecEvent::TurnCompleted { stop_reason, usage: usage.into() }]
             }
@@ -270,6 +272,7 @@ impl Printer {
             }
             AgentEvent::Retrying { message } => self.note(&message),
             AgentEvent::TurnStarted
+            | AgentEvent::Notice(_)
             | AgentEvent::ToolCallRunning { .. }
             | AgentEvent::TextDelta { .. }
             | AgentEvent::TextCompleted { .. }
@@ -286,6 +289,9 @@ impl Printer {
 
 impl EventSink for Printer {
     fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        if let AgentEvent::Notice(notice) = &event {
+            self.note(&format!("kestrel: {}", notice.message));
+        }
         if self.json {
             self.json_event(event);
         } else if self.progress {

@@ -15,7 +15,7 @@ use kestrel_protocol::{
     Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
 };
 use kestrel_store::SessionRecord;
-use kestrel_tools::{ToolContext, ToolOutput, ToolRegistry};
+use kestrel_tools::{ToolContext, ToolImage, ToolOutput, ToolRegistry};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -177,6 +177,7 @@ impl Session {
         self.history.push(Message::User { content: prompt });
         let mut usage = Usage::default();
         let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
+        self.report_tool_problems(sink).await?;
         self.write(RecordItem::TurnCompleted { stop_reason, error: error.clone() })?;
         // A switch made during the last request is recorded now, not at the next turn.
         self.take_model_switch()?;
@@ -237,6 +238,7 @@ impl Session {
         usage: &mut Usage,
     ) -> Result<Step, AgentError> {
         self.take_model_switch()?;
+        self.report_tool_problems(sink).await?;
         let request = self.request();
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,
@@ -368,6 +370,7 @@ impl Session {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<(), AgentError> {
+        let mut images = Vec::new();
         let mut index = 0;
         while index < calls.len() {
             // Read per batch: a mode switch applies from the next call on.
@@ -419,9 +422,26 @@ impl Session {
                 vec![(output, elapsed_ms(started))]
             };
             for (call, (output, duration_ms)) in batch.iter().zip(outputs) {
+                images.extend(output.images.iter().map(|image| (call.id.clone(), image.clone())));
                 self.finish_call(call, output, duration_ms, sink).await?;
             }
             index = end;
+        }
+        // Tool results are text on every wire; the images they returned follow them as
+        // one user message (the record keeps their `[image: TYPE]` placeholders).
+        if let Some(message) = images_message(images) {
+            self.history.push(message);
+        }
+        Ok(())
+    }
+
+    /// Shows and records what the tool sources report (an MCP server that failed to start
+    /// or died). Called before every model request and at the end of a turn.
+    async fn report_tool_problems(&mut self, sink: &dyn EventSink) -> Result<(), AgentError> {
+        for message in self.tools.take_reports() {
+            let notice = Notice { kind: NoticeKind::Error, message, model: None };
+            self.write(RecordItem::Notice { notice: notice.clone() })?;
+            sink.emit(AgentEvent::Notice(notice)).await;
         }
         Ok(())
     }
@@ -575,6 +595,22 @@ impl Response {
         }
         None
     }
+}
+
+/// The images of one step's tool results, each introduced by the call it came from.
+fn images_message(images: Vec<(String, ToolImage)>) -> Option<Message> {
+    if images.is_empty() {
+        return None;
+    }
+    let mut content = Vec::new();
+    for (call_id, image) in images {
+        content.push(ContentPart::Text(format!(
+            "Image ({}) returned by tool call {call_id}:",
+            image.media_type
+        )));
+        content.push(ContentPart::Image { media_type: image.media_type, data: image.data });
+    }
+    Some(Message::User { content })
 }
 
 /// The text a prompt is recorded as: its text parts, an image as a placeholder.

@@ -13,6 +13,7 @@ use kestrel_protocol::{
     StopReason, Timestamp,
 };
 use kestrel_store::{Config, KestrelHome, SessionRecord, WireApiSetting, split_model_ref};
+use kestrel_tools::mcp::McpServers;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -216,7 +217,12 @@ fn start(
         max_turns: launch.max_turns,
         system_prompt: system_prompt(&launch.home, &launch.cwd),
     };
-    let tools = kestrel_tools::builtin_tools();
+    let mut tools = kestrel_tools::builtin_tools();
+    // Started in the background: the first turn never waits for an MCP server.
+    if !launch.config.mcp_servers.is_empty() {
+        let servers = McpServers::start(&launch.config.mcp_servers, &launch.cwd);
+        tools.add_source(Arc::new(servers));
+    }
     Ok(Session::new(record, history, choice.client, tools, settings, approver))
 }
 

@@ -195,7 +195,7 @@ impl Server {
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(acp::PromptCapabilities::new().image(true).embedded_context(true))
-            .mcp_capabilities(acp::McpCapabilities::new())
+            .mcp_capabilities(acp::McpCapabilities::new().http(true))
             .session_capabilities(
                 acp::SessionCapabilities::new().list(acp::SessionListCapabilities::new()),
             );
@@ -211,8 +211,8 @@ impl Server {
     async fn new_session(&mut self, request: acp::NewSessionRequest) -> Result<Value, RpcError> {
         self.refuse_second_session(None)?;
         let cwd = working_dir(&request.cwd)?;
-        self.note_mcp_servers(request.mcp_servers.len());
-        let config = load_config(&self.options, &cwd)?;
+        let mut config = load_config(&self.options, &cwd)?;
+        self.add_mcp_servers(&mut config, &request.mcp_servers);
         let configured = self.options.model.clone().or_else(|| config.model.clone());
         let launch = self.launch(config, cwd, configured.clone());
         let approver = self.approver(&launch.cwd);
@@ -227,8 +227,8 @@ impl Server {
     async fn load_session(&mut self, request: acp::LoadSessionRequest) -> Result<Value, RpcError> {
         self.refuse_second_session(Some(&request.session_id))?;
         let cwd = working_dir(&request.cwd)?;
-        self.note_mcp_servers(request.mcp_servers.len());
-        let config = load_config(&self.options, &cwd)?;
+        let mut config = load_config(&self.options, &cwd)?;
+        self.add_mcp_servers(&mut config, &request.mcp_servers);
         let configured = self.options.model.clone().or_else(|| config.model.clone());
         // The record's model (or the last switch) unless KESTREL_MODEL names one.
         let launch = self.launch(config, cwd, self.options.model.clone());
@@ -385,10 +385,14 @@ impl Server {
         Err(RpcError::new(RpcError::INVALID_REQUEST, message))
     }
 
-    fn note_mcp_servers(&self, count: usize) {
-        if count > 0 {
-            self.log(&format!("ignoring {count} MCP server(s) from the client: not supported yet"));
+    /// The client's `mcpServers` join the configured ones for this session (theirs win
+    /// on a name clash); ones Kestrel cannot run are logged.
+    fn add_mcp_servers(&self, config: &mut Config, servers: &[acp::McpServer]) {
+        let (usable, refused) = kestrel_tools::mcp::servers_from_acp(servers);
+        for message in refused {
+            self.log(&message);
         }
+        config.mcp_servers.extend(usable);
     }
 
     fn launch(&self, config: Config, cwd: PathBuf, model: Option<String>) -> Launch {
@@ -464,7 +468,9 @@ struct WorkerSink {
 impl EventSink for WorkerSink {
     fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if let AgentEvent::Retrying { message } = &event {
+            if let AgentEvent::Retrying { message }
+            | AgentEvent::Notice(kestrel_protocol::Notice { message, .. }) = &event
+            {
                 (self.log)(message);
             }
             let updates = match self.mapper.lock() {

@@ -86,7 +86,9 @@ impl UpdateMapper {
             }
             AgentEvent::Plan(steps) => vec![plan(&steps)],
             AgentEvent::Usage(usage) => vec![self.usage(&usage)],
-            AgentEvent::Retrying { .. }
+            AgentEvent::Notice(notice) if self.notices => vec![notice_update(&notice)],
+            AgentEvent::Notice(_)
+            | AgentEvent::Retrying { .. }
             | AgentEvent::TurnCompleted { .. }
             | AgentEvent::TurnFailed { .. } => Vec::new(),
         }

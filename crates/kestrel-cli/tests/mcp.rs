@@ -1,0 +1,296 @@
+//! MCP servers end to end: `kestrel exec` and `kestrel worker` against the scripted
+//! model, with the real npm servers pinned in tests/mcp (`npm ci --prefix tests/mcp`).
+//! The model calls their tools and the results reach its next request; an image result
+//! reaches it as an image; a server that cannot start is reported and the turn goes on;
+//! the first request never waits for a slow server, whose tools appear once it is up;
+//! a tool timeout is an error result; server processes end with the session.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod worker_support;
+
+use common::{TestEnv, Wire, body_text, stderr, stdout};
+use kestrel_testkit::{LoggedRequest, Script, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use worker_support::{Worker, record_items};
+
+/// Every wait here is bounded by this.
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn bin(name: &str) -> PathBuf {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/node_modules/.bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run npm ci --prefix tests/mcp (the MCP tests need the pinned npm servers)",
+        path.display()
+    );
+    path.canonicalize().unwrap()
+}
+
+/// `[mcp_servers.NAME]` for a command, as TOML.
+fn server_table(name: &str, command: &str, args: &[&str], extra: &str) -> String {
+    format!("\n[mcp_servers.{name}]\ncommand = {}\nargs = {}\n{extra}", json!(command), json!(args))
+}
+
+/// The env's config plus MCP servers.
+fn with_servers(env: &TestEnv, tables: &[String]) {
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}{}", tables.concat()));
+}
+
+/// The tool names a request offered, on any wire.
+fn offered_tools(request: &LoggedRequest) -> Vec<String> {
+    let Some(tools) = request.body["tools"].as_array() else { return Vec::new() };
+    tools
+        .iter()
+        .filter_map(|tool| tool["name"].as_str().or_else(|| tool["function"]["name"].as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn everything() -> String {
+    server_table("everything", &bin("mcp-server-everything").display().to_string(), &["stdio"], "")
+}
+
+#[test]
+fn tools_of_both_npm_servers_are_called_end_to_end_on_every_wire() {
+    for wire in Wire::ALL {
+        let env = TestEnv::new(
+            wire,
+            Script::new([
+                Step::tool_call("mcp__everything__echo", json!({"message": "ping from the model"})),
+                Step::tool_call("mcp__fs__read_text_file", json!({"path": "notes.txt"})),
+                Step::tool_call("mcp__everything__get-tiny-image", json!({})),
+                Step::text("All three tools answered."),
+            ]),
+        );
+        let work = env.work_path();
+        std::fs::write(work.join("notes.txt"), "the secret word is kestrel\n").unwrap();
+        let fs = bin("mcp-server-filesystem").display().to_string();
+        with_servers(
+            &env,
+            &[everything(), server_table("fs", &fs, &[&work.display().to_string()], "")],
+        );
+
+        let output = env.kestrel(&["exec", "use the MCP tools"]);
+        assert!(output.status.success(), "{wire:?}: {}", stderr(&output));
+        assert_eq!(stdout(&output), "All three tools answered.\n", "{wire:?}");
+        assert!(!stderr(&output).contains("MCP server"), "{wire:?}: {}", stderr(&output));
+
+        let requests = env.requests();
+        assert_eq!(requests.len(), 4, "{wire:?}");
+        // A call waits for its server, so the requests after it list that server's tools.
+        let tools = offered_tools(&requests[1]);
+        for name in ["read_file", "mcp__everything__echo", "mcp__everything__get-tiny-image"] {
+            assert!(tools.contains(&name.to_string()), "{wire:?}: {name} not in {tools:?}");
+        }
+        let tools = offered_tools(&requests[2]);
+        assert!(tools.contains(&"mcp__fs__read_text_file".to_string()), "{wire:?}: {tools:?}");
+        assert!(body_text(&requests[1]).contains("Echo: ping from the model"), "{wire:?}");
+        // The filesystem server's `fs` path is relative to the session's directory.
+        assert!(body_text(&requests[2]).contains("the secret word is kestrel"), "{wire:?}");
+        let last = body_text(&requests[3]);
+        assert!(last.contains("[image: image/png]"), "{wire:?}: placeholder in the tool result");
+        let image_block = match wire {
+            Wire::Chat => "\"image_url\"",
+            Wire::Responses => "\"input_image\"",
+            Wire::Anthropic => "\"type\":\"image\"",
+        };
+        assert!(last.contains(image_block), "{wire:?}: no image block in {last}");
+        assert!(last.contains("iVBORw0KGgo"), "{wire:?}: the PNG data reaches the model");
+
+        let results: Vec<Value> =
+            env.record_items().into_iter().filter(|item| item["type"] == "tool_result").collect();
+        assert_eq!(results.len(), 3, "{wire:?}");
+        assert!(results.iter().all(|r| r["is_error"] == false), "{wire:?}: {results:?}");
+        assert_eq!(results[0]["output"], "Echo: ping from the model");
+    }
+}
+
+#[test]
+fn a_server_that_cannot_start_is_reported_and_the_turn_ends_normally() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__broken__lookup", json!({"query": "x"})),
+            Step::text("Carried on without it."),
+        ]),
+    );
+    with_servers(&env, &[server_table("broken", "/nonexistent/kestrel-mcp-server", &[], "")]);
+    let output = env.kestrel(&["exec", "--json", "try the broken server"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert_eq!(
+        err.matches("kestrel: MCP server `broken` failed to start").count(),
+        1,
+        "reported once on stderr: {err}"
+    );
+    assert!(err.contains("/nonexistent/kestrel-mcp-server"), "{err}");
+    // With --json, stdout stays JSON only.
+    for line in stdout(&output).lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+    }
+    let items = env.record_items();
+    let notices: Vec<&Value> = items.iter().filter(|item| item["type"] == "notice").collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0]["message"].as_str().unwrap().contains("`broken` failed to start"));
+    let result = items.iter().find(|item| item["type"] == "tool_result").unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["output"].as_str().unwrap().contains("failed to start"), "{result}");
+    let completed = items.iter().rfind(|item| item["type"] == "turn_completed").unwrap();
+    assert_eq!(completed["stop_reason"], "end_turn");
+}
+
+#[test]
+fn the_first_request_does_not_wait_for_a_slow_server_whose_tools_appear_once_it_is_up() {
+    let env = TestEnv::new(
+        Wire::Anthropic,
+        Script::new([
+            Step::tool_call("mcp__slow__echo", json!({"message": "worth the wait"})),
+            Step::text("done"),
+        ]),
+    );
+    let go = env.work_path().join("go");
+    // The server starts only once the test has seen the first model request.
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' stdio",
+        go.display(),
+        bin("mcp-server-everything").display()
+    );
+    with_servers(&env, &[server_table("slow", "bash", &["-c", &script], "")]);
+    let mut child = env
+        .command(&["exec", "wait for the slow server"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while env.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no model request while the server was starting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = offered_tools(&env.requests()[0]);
+    assert!(first.contains(&"read_file".to_string()), "{first:?}");
+    assert!(!first.iter().any(|name| name.starts_with("mcp__")), "{first:?}");
+    std::fs::write(&go, "").unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "kestrel exec did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let requests = env.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(offered_tools(&requests[1]).contains(&"mcp__slow__echo".to_string()));
+    assert!(body_text(&requests[1]).contains("Echo: worth the wait"));
+}
+
+#[test]
+fn a_tool_that_outlives_its_timeout_is_an_error_result() {
+    let env = TestEnv::new(
+        Wire::Responses,
+        Script::new([
+            Step::tool_call(
+                "mcp__everything__trigger-long-running-operation",
+                json!({"duration": 30, "steps": 30}),
+            ),
+            Step::text("It timed out."),
+        ]),
+    );
+    let everything = bin("mcp-server-everything").display().to_string();
+    with_servers(
+        &env,
+        &[server_table("everything", &everything, &["stdio"], "tool_timeout_sec = 1\n")],
+    );
+    let output = env.kestrel(&["exec", "run the slow tool"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = body_text(&env.requests()[1]);
+    assert!(second.contains("did not answer within 1 s"), "{second}");
+}
+
+#[test]
+fn server_processes_end_with_the_session() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__everything__echo", json!({"message": "hi"})),
+            Step::text("bye"),
+        ]),
+    );
+    let work = env.work_path();
+    let (server_pid, child_pid) = (work.join("server.pid"), work.join("child.pid"));
+    let script = format!(
+        "sleep 600 & echo $! > '{}'; echo $$ > '{}'; exec '{}' stdio",
+        child_pid.display(),
+        server_pid.display(),
+        bin("mcp-server-everything").display()
+    );
+    with_servers(&env, &[server_table("everything", "bash", &["-c", &script], "")]);
+    let output = env.kestrel(&["exec", "say hi"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let pids: Vec<i32> = [server_pid, child_pid]
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap().trim().parse().unwrap())
+        .collect();
+    let deadline = Instant::now() + LIMIT;
+    while pids.iter().any(|pid| alive(*pid)) {
+        assert!(Instant::now() < deadline, "MCP server processes outlived the session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    !status.is_empty()
+        && !status.lines().any(|line| line.starts_with("State:") && line.contains('Z'))
+}
+
+#[tokio::test]
+async fn acp_session_new_mcp_servers_join_the_session() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__acp-everything__echo", json!({"message": "via ACP"})),
+            Step::tool_call("mcp__broken__x", json!({})),
+            Step::text("done"),
+        ]),
+    );
+    let mut worker = Worker::spawn_with(&env, &[("KESTREL_MODE", "auto")]);
+    let init = worker.initialize().await;
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+    let work = env.work_path();
+    let servers = json!([
+        {"name": "acp-everything", "command": bin("mcp-server-everything"), "args": ["stdio"], "env": []},
+        {"name": "broken", "command": "/nonexistent/kestrel-mcp-server", "args": [], "env": []},
+    ]);
+    let session = worker
+        .request("session/new", json!({"cwd": work, "mcpServers": servers}))
+        .await
+        .unwrap_or_else(|error| panic!("session/new failed: {error}: {}", worker.stderr()));
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let outcome = tokio::time::timeout(LIMIT, worker.prompt(&id, "use the ACP server", &[]))
+        .await
+        .expect("the prompt ends");
+    assert_eq!(outcome.stop_reason(), "end_turn");
+    let requests = env.requests();
+    assert!(body_text(&requests[1]).contains("Echo: via ACP"));
+    assert!(offered_tools(&requests[1]).contains(&"mcp__acp-everything__echo".to_string()));
+    assert!(body_text(&requests[2]).contains("`broken` failed to start"));
+    let completed: Vec<&Value> = outcome
+        .updates
+        .iter()
+        .filter(|update| update["sessionUpdate"] == "tool_call_update")
+        .filter(|update| update["status"] == "completed" || update["status"] == "failed")
+        .collect();
+    assert_eq!(completed.len(), 2, "{completed:?}");
+    assert!(worker.stderr().contains("MCP server `broken` failed to start"), "{}", worker.stderr());
+    let items = record_items(&env, &id);
+    assert!(items.iter().any(|item| item["type"] == "notice"
+        && item["message"].as_str().unwrap_or_default().contains("`broken` failed to start")));
+    worker.close().await;
+}
