@@ -7,6 +7,7 @@ mod acp_command;
 mod apply_patch_command;
 mod daemon_command;
 mod exec_command;
+mod models_command;
 mod session_commands;
 mod worker_command;
 
@@ -35,6 +36,8 @@ enum Command {
     Worker,
     /// Serve the Agent Client Protocol on stdio for editors (through the daemon).
     Acp,
+    /// List the providers' models with context window, output limit and prices.
+    Models(models_command::ModelsArgs),
     /// Run the daemon in the foreground, or `start`, `stop` or show the `status` of it.
     Daemon(daemon_command::DaemonArgs),
 }
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Some(Command::ApplyPatch) => apply_patch_command::run(),
         Some(Command::Worker) => worker_command::run(),
         Some(Command::Acp) => acp_command::run(),
+        Some(Command::Models(args)) => models_command::run(args),
         Some(Command::Daemon(args)) => daemon_command::run(args),
         None => {
             eprintln!("kestrel: the interactive TUI is not built yet; try `kestrel exec PROMPT`");

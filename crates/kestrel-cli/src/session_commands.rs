@@ -1,6 +1,8 @@
 //! `kestrel sessions` and `kestrel fork`: thin views over the store's session index.
+//! A listed session's tokens and cost include its subagents' (`total_usage`).
 
 use clap::Args;
+use kestrel_protocol::Usage;
 use kestrel_store::{KestrelHome, SessionIndex, StoreError};
 use std::process::ExitCode;
 
@@ -42,8 +44,9 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
         } else {
             let prompt = session.first_prompt.as_deref().unwrap_or("").replace('\n', " ");
             let prompt: String = prompt.chars().take(60).collect();
+            let (tokens, cost) = usage_columns(&session.total_usage);
             out.push_str(&format!(
-                "{}  {}  {}  {}",
+                "{}  {}  {tokens:>9}  {cost:>9}  {}  {}",
                 session.id, session.created_at, session.cwd, prompt
             ));
         }
@@ -65,6 +68,26 @@ pub fn fork(args: ForkArgs) -> ExitCode {
         }
         Err(error) => fail(&error),
     }
+}
+
+/// A session's tokens (input + output) and cost, subagents included: `12.3k tok`,
+/// `$0.0421`; `-` for a session that has not spent anything.
+fn usage_columns(usage: &Usage) -> (String, String) {
+    let tokens = usage.input_tokens + usage.output_tokens;
+    if tokens == 0 && usage.cost == 0.0 {
+        return ("-".into(), "-".into());
+    }
+    let tokens = match tokens {
+        0..1_000 => format!("{tokens} tok"),
+        1_000..1_000_000 => format!("{:.1}k tok", tokens as f64 / 1e3),
+        _ => format!("{:.1}M tok", tokens as f64 / 1e6),
+    };
+    let cost = if usage.cost < 1.0 {
+        format!("${:.4}", usage.cost)
+    } else {
+        format!("${:.2}", usage.cost)
+    };
+    (tokens, cost)
 }
 
 fn fail(error: &StoreError) -> ExitCode {

@@ -1,0 +1,129 @@
+//! `kestrel models` end to end: the catalog fetched from a loopback server (stderr says
+//! so), cached, then listed from the cache and from the bundled snapshot with the server
+//! gone; the provider's own `/models` merged in; bad arguments.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod catalog_support;
+mod common;
+
+use catalog_support::{CATALOG, CatalogServer};
+use common::{TestEnv, Wire, stderr, stdout};
+use kestrel_testkit::Script;
+use serde_json::Value;
+use std::process::Output;
+
+fn models(env: &TestEnv, url: &str, args: &[&str]) -> Output {
+    let mut all = vec!["models"];
+    all.extend_from_slice(args);
+    env.command(&all).env("KESTREL_CATALOG_URL", url).output().expect("kestrel runs")
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    stdout(output).lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+fn row<'a>(rows: &'a [Value], model: &str) -> &'a Value {
+    rows.iter().find(|row| row["model"] == model).unwrap_or_else(|| panic!("{model} in {rows:?}"))
+}
+
+#[test]
+fn models_fetches_caches_and_falls_back_to_cache_then_snapshot() {
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    let server = CatalogServer::start(CATALOG);
+    let url = server.url.clone();
+
+    let fetched = models(&env, &url, &["scripted", "--json"]);
+    assert!(fetched.status.success(), "{}", stderr(&fetched));
+    assert!(
+        stderr(&fetched).contains(&format!("model catalog: fetched from {url}")),
+        "{}",
+        stderr(&fetched)
+    );
+    let rows = json_lines(&fetched);
+    let priced = row(&rows, "test-model");
+    assert_eq!(priced["provider"], "scripted");
+    assert_eq!(priced["context_window"], 64_000);
+    assert_eq!(priced["max_output_tokens"], 4_096);
+    assert_eq!(priced["pricing"]["input"], 2.0);
+    assert_eq!(priced["pricing"]["cache_read"], 0.5);
+    assert_eq!(
+        (priced["in_catalog"].as_bool(), priced["listed_by_provider"].as_bool()),
+        (Some(true), Some(false))
+    );
+    // The scripted server's own list adds a model the catalog lacks: unknown limits.
+    let listed = row(&rows, "scripted-model");
+    assert_eq!(
+        (listed["in_catalog"].as_bool(), listed["listed_by_provider"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(listed["context_window"], Value::Null);
+    assert_eq!(listed["pricing"], Value::Null);
+    assert!(
+        env.requests()
+            .iter()
+            .any(|request| request.method == "GET" && request.path == "/v1/models")
+    );
+    assert!(env.home.path().join("cache/catalog.json").is_file());
+    assert_eq!(server.hits(), 1);
+
+    // The server gone, the fresh cache answers; the table shows the limits and prices.
+    drop(server);
+    let cached = models(&env, &url, &["scripted"]);
+    assert!(cached.status.success(), "{}", stderr(&cached));
+    assert!(stderr(&cached).contains("model catalog: cache (fetched"), "{}", stderr(&cached));
+    let table = stdout(&cached);
+    let line = table.lines().find(|line| line.starts_with("scripted/test-model")).unwrap();
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(columns, ["scripted/test-model", "64k", "4.1k", "2.00", "0.50", "8.00"], "{table}");
+    assert!(table.lines().next().unwrap().starts_with("MODEL"), "{table}");
+
+    // Forced, the refresh fails and the cache is still used, saying why.
+    let forced = models(&env, &url, &["scripted", "--refresh"]);
+    assert!(forced.status.success());
+    assert!(stderr(&forced).contains("model catalog: cache"), "{}", stderr(&forced));
+    assert!(
+        stderr(&forced).contains(&format!("warning: cannot fetch {url}")),
+        "{}",
+        stderr(&forced)
+    );
+
+    // No cache and no server: the bundled snapshot.
+    std::fs::remove_file(env.home.path().join("cache/catalog.json")).unwrap();
+    let snapshot = models(&env, &url, &["--json"]);
+    assert!(snapshot.status.success(), "{}", stderr(&snapshot));
+    assert!(
+        stderr(&snapshot).contains("model catalog: the snapshot bundled with kestrel"),
+        "{}",
+        stderr(&snapshot)
+    );
+    let rows = json_lines(&snapshot);
+    let sonnet = rows
+        .iter()
+        .find(|row| row["provider"] == "anthropic" && row["model"] == "claude-sonnet-4-5")
+        .unwrap();
+    assert_eq!(sonnet["context_window"], 200_000);
+    assert_eq!(sonnet["pricing"]["input"], 3.0);
+}
+
+#[test]
+fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    let output = models(&env, "off", &["nonesuch"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(text.contains("unknown provider `nonesuch`") && text.contains("scripted"), "{text}");
+}
+
+#[test]
+fn with_fetching_off_the_cache_or_snapshot_is_listed_without_the_network() {
+    let env = TestEnv::new(Wire::Anthropic, Script::default());
+    let output = models(&env, "off", &["scripted", "--refresh"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(text.contains("snapshot") && text.contains("turned off"), "{text}");
+    // The provider's own list is still asked for (Anthropic's shape, with the key).
+    let request = env.requests().into_iter().find(|request| request.method == "GET").unwrap();
+    assert_eq!(request.path, "/v1/models?limit=1000");
+    assert!(stdout(&output).contains("scripted/scripted-model"));
+}
