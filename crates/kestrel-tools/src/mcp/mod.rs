@@ -19,7 +19,7 @@ pub use acp::servers_from_acp;
 use crate::{Tool, ToolSource};
 use kestrel_store::McpServerSettings;
 use server::{Reports, STARTUP_TIMEOUT, ServerSlot, State, supervise};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,9 +137,16 @@ impl Drop for McpServers {
 impl ToolSource for McpServers {
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        // Server `a__b` with tool `c` and server `a` with tool `b__c` make the same name;
+        // providers refuse two tools of one name, so the first server's wins.
+        let mut names = HashSet::new();
         for slot in &self.servers {
             if let State::Ready { tools: ready, .. } = slot.state() {
-                tools.extend(ready.iter().map(|tool| tool.clone() as Arc<dyn Tool>));
+                for tool in ready.iter() {
+                    if names.insert(tool.definition().name) {
+                        tools.push(tool.clone());
+                    }
+                }
             }
         }
         tools
