@@ -1,7 +1,9 @@
-//! Who decides whether a call that changes things may run. In `ask` mode every
-//! non-read-only call goes through an `Approver`: a client over ACP, or nobody.
+//! Who decides whether a call that changes things may run. When the permission policy
+//! (kestrel_tools::permission) says "ask", the call goes to an `Approver`: a client over
+//! ACP, or nobody.
 
 use futures_util::future::BoxFuture;
+use kestrel_tools::permission::AllowRule;
 
 /// What the user is asked about.
 #[derive(Debug, Clone, PartialEq)]
@@ -10,14 +12,24 @@ pub struct ApprovalRequest {
     pub tool_name: String,
     /// The call's arguments as the model sent them.
     pub arguments: String,
+    /// What the call would do and why it needs approval ("run `cargo test` (...)"); in
+    /// auto mode without a sandbox it starts with "no sandbox available: ...".
+    pub summary: String,
+    /// What "allow always" would allow (see `AllowRule::describe`); empty when only
+    /// "allow once" makes sense (a command that cannot be checked).
+    pub always: Vec<AllowRule>,
 }
 
 /// The answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApprovalDecision {
     AllowOnce,
-    /// Allow this and the same kind of call for the rest of the session.
+    /// Allow this and the same kind of call (the request's `always` rules) for the rest
+    /// of the session.
     AllowAlways,
+    /// Like `AllowAlways`, and also save the rules to `[permissions]` of the user's
+    /// config.toml for later sessions.
+    AllowAlwaysAndSave,
     /// Refuse; the reason, if any, goes back to the model.
     Deny {
         reason: Option<String>,
@@ -35,14 +47,16 @@ pub trait Approver: Send + Sync {
 pub struct Unattended;
 
 impl Approver for Unattended {
-    fn request(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalDecision> {
-        Box::pin(async {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalDecision> {
+        Box::pin(async move {
             ApprovalDecision::Deny {
-                reason: Some(
-                    "no one is here to approve it: this session runs unattended in ask mode \
-                     (rerun with --mode auto to let it write inside the workspace)"
-                        .to_string(),
-                ),
+                reason: Some(format!(
+                    "{} needs approval, and no one is here to approve it: this session runs \
+                     unattended. Allow it with `[permissions] allow` in the user's config.toml \
+                     or choose another --mode (auto: writes inside the workspace and sandboxed \
+                     commands; yolo: no checks)",
+                    request.summary
+                )),
             }
         })
     }

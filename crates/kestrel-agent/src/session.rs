@@ -14,9 +14,12 @@ use kestrel_model::{
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
 };
-use kestrel_store::SessionRecord;
+use kestrel_store::{KestrelHome, PermissionSettings, SessionRecord};
+use kestrel_tools::checkpoint::{Checkpointer, UndoError, UndoOptions, UndoReport};
+use kestrel_tools::permission::{
+    AllowList, Assessment, PermissionPolicy, SandboxStatus, save_rules,
+};
 use kestrel_tools::{ToolContext, ToolImage, ToolOutput, ToolRegistry};
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,6 +55,10 @@ pub struct SessionSettings {
     /// Model requests per turn before it stops with `max_turns`.
     pub max_turns: Option<u32>,
     pub system_prompt: String,
+    /// `$KESTREL_HOME`: checkpoints are kept there, and "always" answers saved to its config.
+    pub home: KestrelHome,
+    /// The user's `[permissions]`: what `ask` runs without asking.
+    pub permissions: PermissionSettings,
 }
 
 /// How a turn ended.
@@ -74,8 +81,10 @@ pub struct Session {
     settings: SessionSettings,
     approver: Arc<dyn Approver>,
     control: SessionControl,
-    /// Tools the user allowed for the rest of the session.
-    always_allowed: HashSet<String>,
+    /// What runs, asks or is refused; holds the "always" answers of this session.
+    policy: PermissionPolicy,
+    /// Saves what calls change, for undo.
+    checkpoints: Checkpointer,
     total_usage: Usage,
     next_item: u64,
 }
@@ -89,6 +98,11 @@ impl Session {
         settings: SessionSettings,
         approver: Arc<dyn Approver>,
     ) -> Self {
+        let allowed =
+            AllowList::from_config(&settings.permissions.allow, &settings.permissions.allow_write);
+        let sandbox = SandboxStatus::detect(settings.network);
+        let policy = PermissionPolicy::new(settings.cwd.clone(), sandbox, allowed);
+        let checkpoints = Checkpointer::new(&settings.home, record.id().as_str());
         Self {
             record,
             history,
@@ -97,7 +111,8 @@ impl Session {
             control: SessionControl::new(settings.mode),
             settings,
             approver,
-            always_allowed: HashSet::new(),
+            policy,
+            checkpoints,
             total_usage: Usage::default(),
             next_item: 0,
         }
@@ -118,6 +133,12 @@ impl Session {
     /// Tokens and cost of every turn this process ran.
     pub fn total_usage(&self) -> Usage {
         self.total_usage
+    }
+
+    /// Puts back the files the last turns changed (see `kestrel_tools::checkpoint::undo`)
+    /// and records the undo. For `kestrel undo` and `_kestrel/session/undo`.
+    pub fn undo(&mut self, options: &UndoOptions) -> Result<UndoReport, UndoError> {
+        kestrel_tools::checkpoint::undo(&self.settings.home, &mut self.record, options)
     }
 
     /// A handle to change the mode or the model while a turn runs.
@@ -413,9 +434,10 @@ impl Session {
                 let call = &batch[0];
                 let started = Instant::now();
                 let output = match self.permission(call, context.mode, cancel).await {
-                    Ok(()) => {
+                    Ok(run_as) => {
                         sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
-                        self.tools.call(&call.name, &call.arguments, &context).await
+                        let context = ToolContext { mode: run_as, ..context.clone() };
+                        self.checked_call(call, &context).await?
                     }
                     Err(refusal) => ToolOutput::error(refusal),
                 };
@@ -476,45 +498,79 @@ impl Session {
         Ok(())
     }
 
-    /// Decides whether a call that may change things runs. `Err` is the refusal for the
-    /// model. A cancelled turn stops waiting for an answer at once.
+    /// Runs a call that may change files with a checkpoint around it: what it may change
+    /// is saved first (a call whose files cannot be saved does not run), and what it did
+    /// change is recorded as a `checkpoint` item.
+    async fn checked_call(
+        &mut self,
+        call: &ToolCall,
+        context: &ToolContext,
+    ) -> Result<ToolOutput, AgentError> {
+        let capture = match self.checkpoints.before_call(&call.name, &call.arguments, context).await
+        {
+            Ok(capture) => capture,
+            Err(error) => {
+                return Ok(ToolOutput::error(format!(
+                    "{error}; the call did not run, so nothing it would change is lost"
+                )));
+            }
+        };
+        let output = self.tools.call(&call.name, &call.arguments, context).await;
+        if let Some(item) = self.checkpoints.after_call(capture, &call.id).await {
+            self.write(item)?;
+        }
+        Ok(output)
+    }
+
+    /// Decides whether a call that may change things runs (kestrel_tools::permission),
+    /// asking the approver when the policy says so, and in which mode it then runs. `Err`
+    /// is the refusal for the model. A cancelled turn stops waiting for an answer at once.
     async fn permission(
         &mut self,
         call: &ToolCall,
         mode: Mode,
         cancel: &CancellationToken,
-    ) -> Result<(), String> {
-        match mode {
-            Mode::Auto | Mode::Yolo => Ok(()),
-            Mode::ReadOnly => {
-                Err(format!("`{}` is not allowed: the session is in read-only mode", call.name))
+    ) -> Result<Mode, String> {
+        let read_only = self.tools.is_read_only(&call.name);
+        let (summary, always, run_as) =
+            match self.policy.assess(mode, &call.name, &call.arguments, read_only) {
+                Assessment::Allow { run_as } => return Ok(run_as),
+                Assessment::Deny { reason } => return Err(reason),
+                Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
+            };
+        let request = ApprovalRequest {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            summary,
+            always: always.clone(),
+        };
+        let approver = self.approver.clone();
+        let decision = tokio::select! {
+            decision = approver.request(request) => decision,
+            () = cancel.cancelled() => ApprovalDecision::Deny {
+                reason: Some("the turn was cancelled before an answer came".to_string()),
+            },
+        };
+        match decision {
+            ApprovalDecision::AllowOnce => Ok(run_as),
+            ApprovalDecision::AllowAlways => {
+                self.policy.remember(&always);
+                Ok(run_as)
             }
-            Mode::Ask if self.always_allowed.contains(&call.name) => Ok(()),
-            Mode::Ask => {
-                let request = ApprovalRequest {
-                    call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                };
-                let approver = self.approver.clone();
-                let decision = tokio::select! {
-                    decision = approver.request(request) => decision,
-                    () = cancel.cancelled() => ApprovalDecision::Deny {
-                        reason: Some("the turn was cancelled before an answer came".to_string()),
-                    },
-                };
-                match decision {
-                    ApprovalDecision::AllowOnce => Ok(()),
-                    ApprovalDecision::AllowAlways => {
-                        self.always_allowed.insert(call.name.clone());
-                        Ok(())
-                    }
-                    ApprovalDecision::Deny { reason } => Err(match reason {
-                        Some(reason) => format!("the user denied `{}`: {reason}", call.name),
-                        None => format!("the user denied `{}`", call.name),
-                    }),
+            ApprovalDecision::AllowAlwaysAndSave => {
+                self.policy.remember(&always);
+                if let Err(error) = save_rules(&self.settings.home.config_file(), &always) {
+                    let message = format!("the permission was not saved: {error}");
+                    let notice = Notice { kind: NoticeKind::Error, message, model: None };
+                    let _ = self.write(RecordItem::Notice { notice });
                 }
+                Ok(run_as)
             }
+            ApprovalDecision::Deny { reason } => Err(match reason {
+                Some(reason) => format!("the user denied `{}`: {reason}", call.name),
+                None => format!("the user denied `{}`", call.name),
+            }),
         }
     }
 

@@ -216,6 +216,8 @@ fn start(
         profile: choice.profile,
         max_turns: launch.max_turns,
         system_prompt: system_prompt(&launch.home, &launch.cwd),
+        home: launch.home.clone(),
+        permissions: launch.config.permissions.clone(),
     };
     let mut tools = kestrel_tools::builtin_tools();
     // Started in the background: the first turn never waits for an MCP server.

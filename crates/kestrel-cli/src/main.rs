@@ -9,6 +9,7 @@ mod daemon_command;
 mod exec_command;
 mod models_command;
 mod session_commands;
+mod undo_command;
 mod worker_command;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,8 @@ enum Command {
     Sessions(session_commands::SessionsArgs),
     /// Copy a session (up to item N) into a new session and print its id.
     Fork(session_commands::ForkArgs),
+    /// Put back the files the last turn(s) of a session changed.
+    Undo(undo_command::UndoArgs),
     /// Apply a `*** Begin Patch` patch from stdin to the current directory.
     ApplyPatch,
     /// Serve one session over ACP on stdin/stdout (started by the daemon; internal).
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Some(Command::Exec(args)) => exec_command::run(*args),
         Some(Command::Sessions(args)) => session_commands::sessions(args),
         Some(Command::Fork(args)) => session_commands::fork(args),
+        Some(Command::Undo(args)) => undo_command::run(args),
         Some(Command::ApplyPatch) => apply_patch_command::run(),
         Some(Command::Worker) => worker_command::run(),
         Some(Command::Acp) => acp_command::run(),

@@ -76,6 +76,8 @@ fn record_holds_every_item_of_the_turn_in_order() {
             "turn_started",
             "user_message",
             "tool_call",
+            // write_file changed a file: what it was is saved for undo.
+            "checkpoint",
             "tool_result",
             "tool_call",
             "tool_result",

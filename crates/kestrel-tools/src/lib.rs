@@ -5,6 +5,7 @@
 pub mod apply_patch;
 mod arguments;
 mod builtin;
+pub mod checkpoint;
 mod diff;
 mod edit_file;
 mod glob;

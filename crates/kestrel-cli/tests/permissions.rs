@@ -1,0 +1,162 @@
+//! Modes through the real binary: what `exec` runs, refuses or would ask about, in
+//! read-only, ask (no one to ask: a clear denial, never a hang), auto (the OS sandbox:
+//! a write outside the workspace fails, inside works) and yolo (it succeeds).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestEnv, Wire, stderr};
+use kestrel_testkit::{Script, ScriptedToolCall, Step};
+use serde_json::{Value, json};
+
+/// The outputs of the record's tool results, in order.
+fn tool_results(env: &TestEnv) -> Vec<(String, bool)> {
+    env.record_items()
+        .iter()
+        .filter(|item| item["type"] == "tool_result")
+        .map(|item| {
+            (item["output"].as_str().unwrap().to_string(), item["is_error"] == Value::Bool(true))
+        })
+        .collect()
+}
+
+fn script(calls: Vec<ScriptedToolCall>) -> Script {
+    let mut steps: Vec<Step> = calls.into_iter().map(|call| Step::tool_calls(vec![call])).collect();
+    steps.push(Step::text("done"));
+    Script::new(steps)
+}
+
+fn shell(command: &str) -> ScriptedToolCall {
+    ScriptedToolCall::new("shell", json!({ "command": command }))
+}
+
+/// A directory outside /tmp (which every sandbox lets commands write).
+fn outside() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+#[test]
+fn ask_mode_without_anyone_to_ask_denies_at_once_and_runs_read_only_commands() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        script(vec![
+            ScriptedToolCall::new("write_file", json!({"path": "a.txt", "content": "x"})),
+            shell("touch b.txt"),
+            shell("echo listed && ls"),
+        ]),
+    );
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("write a.txt needs approval"), "{results:?}");
+    assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("run `touch b.txt`"), "{results:?}");
+    assert!(!results[2].1 && results[2].0.contains("listed"), "{results:?}");
+    assert!(!env.work.path().join("a.txt").exists() && !env.work.path().join("b.txt").exists());
+}
+
+#[test]
+fn ask_mode_runs_what_the_users_config_allows() {
+    let env = TestEnv::new(Wire::Chat, script(vec![shell("touch allowed.txt"), shell("rm -f x")]));
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch\"]\n"));
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(!results[0].1, "{results:?}");
+    assert!(env.work.path().join("allowed.txt").exists());
+    assert!(results[1].1 && results[1].0.contains("`rm -f x`"), "{results:?}");
+}
+
+#[test]
+fn read_only_mode_runs_read_only_commands_and_refuses_the_rest_saying_why() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        script(vec![
+            shell("cat keep.txt | wc -l"),
+            shell("rm keep.txt"),
+            shell("echo x > out.txt"),
+            ScriptedToolCall::new("write_file", json!({"path": "w.txt", "content": "x"})),
+        ]),
+    );
+    std::fs::write(env.work.path().join("keep.txt"), "1\n2\n").unwrap();
+    let output = env.kestrel(&["exec", "--mode", "read-only", "look"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(!results[0].1 && results[0].0.contains('2'), "{results:?}");
+    assert!(
+        results[1].1
+            && results[1].0.contains("read-only mode")
+            && results[1].0.contains("`rm keep.txt`"),
+        "{results:?}"
+    );
+    assert!(results[2].1 && results[2].0.contains("out.txt"), "{results:?}");
+    assert!(results[3].1 && results[3].0.contains("read-only"), "{results:?}");
+    assert!(env.work.path().join("keep.txt").exists());
+    assert!(!env.work.path().join("out.txt").exists() && !env.work.path().join("w.txt").exists());
+}
+
+#[test]
+fn auto_confines_shell_writes_to_the_workspace_and_yolo_does_not() {
+    let elsewhere = outside();
+    let target = elsewhere.path().join("escape.txt");
+    let command = format!("echo escaped > {}", target.display());
+    let env =
+        TestEnv::new(Wire::Chat, script(vec![shell("echo inside > in.txt"), shell(&command)]));
+    let output = env.kestrel(&["exec", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(!results[0].1, "{results:?}");
+    assert_eq!(std::fs::read_to_string(env.work.path().join("in.txt")).unwrap(), "inside\n");
+    assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
+    assert!(!target.exists(), "a sandboxed command wrote outside the workspace");
+
+    let env = TestEnv::new(Wire::Chat, script(vec![shell(&command)]));
+    let output = env.kestrel(&["exec", "--mode", "yolo", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!tool_results(&env)[0].1);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "escaped\n");
+}
+
+#[test]
+fn auto_follows_the_network_setting() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("shell", json!({"command": command})),
+            Step::text("a"),
+            Step::tool_call("shell", json!({"command": command})),
+            Step::text("b"),
+        ]),
+    );
+    let output = env.kestrel(&["exec", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n[sandbox]\nnetwork = true\n"));
+    let output = env.kestrel(&["exec", "resume", "--last", "again"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && !results[0].0.contains("connected\n"), "network off: {results:?}");
+    assert!(!results[1].1 && results[1].0.contains("connected"), "network on: {results:?}");
+}
+
+#[test]
+fn auto_without_a_sandbox_asks_instead_of_running_unconfined() {
+    let env = TestEnv::new(Wire::Chat, script(vec![shell("touch made.txt"), shell("ls")]));
+    let output = env.command(&["exec", "go"]).env("KESTREL_SANDBOX", "none").output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0].0.contains("no sandbox available: turned off by KESTREL_SANDBOX=none"),
+        "{results:?}"
+    );
+    assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
+    assert!(!env.work.path().join("made.txt").exists(), "it ran without a sandbox");
+    // Known read-only commands still run.
+    assert!(!results[1].1, "{results:?}");
+}

@@ -1,0 +1,180 @@
+//! `kestrel undo` end to end: a scripted session writes, edits, patches and runs shell
+//! commands that change files; undo puts every file back, refuses files the user
+//! changed since (listing them, touching nothing), and `--force` overwrites them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestEnv, Wire, stderr, stdout};
+use kestrel_testkit::{Script, Step};
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+
+fn read(env: &TestEnv, path: &str) -> Option<String> {
+    std::fs::read_to_string(env.work.path().join(path)).ok()
+}
+
+fn write(env: &TestEnv, path: &str, text: &str) {
+    std::fs::write(env.work.path().join(path), text).unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn changing_turn() -> Vec<Step> {
+    let patch =
+        "*** Begin Patch\n*** Update File: patched.txt\n@@\n-old line\n+new line\n*** End Patch";
+    vec![
+        Step::tool_call("write_file", json!({"path": "src/new.rs", "content": "fn new() {}\n"})),
+        Step::tool_call(
+            "edit_file",
+            json!({"path": "edited.txt", "old_string": "before", "new_string": "after"}),
+        ),
+        Step::tool_call("apply_patch", json!({ "patch": patch })),
+        Step::tool_call(
+            "shell",
+            json!({"command": "echo generated > gen.txt && rm doomed.txt && echo more >> tracked.txt"}),
+        ),
+        Step::text("changed everything"),
+    ]
+}
+
+fn prepare(env: &TestEnv) {
+    write(env, "edited.txt", "before\n");
+    write(env, "patched.txt", "old line\n");
+    write(env, "doomed.txt", "precious\n");
+    write(env, "tracked.txt", "tracked\n");
+    git(env.work.path(), &["init", "-q"]);
+    git(env.work.path(), &["add", "."]);
+    git(env.work.path(), &["commit", "-q", "-m", "base"]);
+}
+
+#[test]
+fn undo_restores_every_file_the_turn_changed_by_any_tool() {
+    let env = TestEnv::new(Wire::Chat, Script::new(changing_turn()));
+    prepare(&env);
+    let output = env.kestrel(&["exec", "change things"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(read(&env, "edited.txt").unwrap(), "after\n");
+    assert_eq!(read(&env, "gen.txt").unwrap(), "generated\n");
+    assert!(read(&env, "doomed.txt").is_none());
+    let checkpoints = env.record_items().iter().filter(|item| item["type"] == "checkpoint").count();
+    assert_eq!(checkpoints, 4, "one checkpoint per changing call");
+
+    let output = env.kestrel(&["undo"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("undid turn 1 of session "), "{text}");
+    assert!(text.contains("removed src/new.rs") && text.contains("restored doomed.txt"), "{text}");
+    assert!(read(&env, "src/new.rs").is_none());
+    assert_eq!(read(&env, "edited.txt").unwrap(), "before\n");
+    assert_eq!(read(&env, "patched.txt").unwrap(), "old line\n");
+    assert!(read(&env, "gen.txt").is_none());
+    assert_eq!(read(&env, "doomed.txt").unwrap(), "precious\n");
+    assert_eq!(read(&env, "tracked.txt").unwrap(), "tracked\n");
+    assert_eq!(git(env.work.path(), &["status", "--porcelain"]), "", "back to the commit");
+
+    // The record keeps the history and says what undo did.
+    let items = env.record_items();
+    let notice = items.iter().rev().find(|item| item["type"] == "notice").unwrap();
+    assert!(notice["message"].as_str().unwrap().contains("undo: turn 1"), "{notice}");
+    assert!(
+        items.iter().any(
+            |item| item["type"] == "checkpoint" && item["files"]["undo"]["turns"] == json!([1])
+        )
+    );
+
+    let output = env.kestrel(&["undo"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("nothing to undo"), "{}", stderr(&output));
+}
+
+#[test]
+fn undo_refuses_files_the_user_changed_since_until_forced() {
+    let env = TestEnv::new(Wire::Chat, Script::new(changing_turn()));
+    prepare(&env);
+    let output = env.kestrel(&["exec", "change things"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    write(&env, "edited.txt", "the user's own work\n");
+
+    let output = env.kestrel(&["undo"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("edited.txt (changed since turn 1)") && message.contains("--force"),
+        "{message}"
+    );
+    assert_eq!(read(&env, "edited.txt").unwrap(), "the user's own work\n");
+    assert_eq!(
+        read(&env, "gen.txt").unwrap(),
+        "generated\n",
+        "nothing is undone when something is refused"
+    );
+
+    let output = env.kestrel(&["undo", "--dry-run", "--force"]);
+    assert!(
+        output.status.success() && stdout(&output).contains("would restore edited.txt"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(read(&env, "gen.txt").unwrap(), "generated\n");
+
+    let output = env.kestrel(&["undo", "--force"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("restored edited.txt (overwriting changes made since"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(read(&env, "edited.txt").unwrap(), "before\n");
+    assert!(read(&env, "gen.txt").is_none());
+}
+
+#[test]
+fn undo_several_turns_by_session_id() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("write_file", json!({"path": "f.txt", "content": "one\n"})),
+            Step::text("first"),
+            Step::tool_call("write_file", json!({"path": "f.txt", "content": "two\n"})),
+            Step::text("second"),
+        ]),
+    );
+    write(&env, "f.txt", "zero\n");
+    assert!(env.kestrel(&["exec", "one"]).status.success());
+    assert!(env.kestrel(&["exec", "resume", "--last", "two"]).status.success());
+    let record = &env.records()[0];
+    let id = record.file_stem().unwrap().to_str().unwrap().to_string();
+    let output = env.kestrel(&["undo", &id[..12], "--turns", "2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("undid turns 1, 2 of session"), "{}", stdout(&output));
+    assert_eq!(read(&env, "f.txt").unwrap(), "zero\n");
+}
+
+#[test]
+fn bad_undo_requests_are_clear_errors() {
+    let env = TestEnv::new(Wire::Chat, Script::new([Step::text("hi")]));
+    let output = env.kestrel(&["undo"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("no session"), "{}", stderr(&output));
+    assert!(env.kestrel(&["exec", "hi"]).status.success());
+    let output = env.kestrel(&["undo"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("nothing to undo"), "{}", stderr(&output));
+    let output = env.kestrel(&["undo", "--turns", "0"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = env.kestrel(&["undo", "no-such-session"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("no-such-session"), "{}", stderr(&output));
+}

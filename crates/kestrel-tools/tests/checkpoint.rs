@@ -1,0 +1,365 @@
+//! Checkpoints and undo through the public API: a real session record, real tool
+//! calls around which the checkpointer captures, and undo restoring, refusing and
+//! forcing. Shell changes are seen through git snapshots, in a repository (whose
+//! index, stash and working tree stay untouched) and outside one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use kestrel_protocol::{
+    Mode, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
+};
+use kestrel_store::{KestrelHome, SessionRecord};
+use kestrel_tools::checkpoint::{
+    Capture, CheckpointFiles, Checkpointer, FileState, UndoError, UndoOptions, undo,
+};
+use kestrel_tools::{ToolContext, builtin_tools};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Fixture {
+    home_dir: tempfile::TempDir,
+    work: tempfile::TempDir,
+    home: KestrelHome,
+    record: SessionRecord,
+    checkpointer: Checkpointer,
+    context: ToolContext,
+    calls: u32,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let home_dir = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(home_dir.path());
+        let header = RecordHeader {
+            id: SessionId::new(),
+            version: RECORD_VERSION,
+            created_at: Timestamp::now(),
+            cwd: work.path().display().to_string(),
+            provider: "p".into(),
+            model: "m".into(),
+            parent_id: None,
+            forked_from: None,
+        };
+        let record = SessionRecord::create(&home, header).unwrap();
+        let checkpointer = Checkpointer::new(&home, record.id().as_str());
+        let root = work.path().canonicalize().unwrap();
+        let context = common::context(&root, Mode::Auto);
+        Self { home_dir, work, home, record, checkpointer, context, calls: 0 }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.context.cwd.clone()
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn read(&self, relative: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(relative)).ok()
+    }
+
+    fn turn(&mut self) {
+        self.record.append(&RecordEntry::now(RecordItem::TurnStarted {})).unwrap();
+    }
+
+    /// Runs one call as the session does: capture, call, record the checkpoint.
+    async fn call(&mut self, tool: &str, arguments: serde_json::Value) -> Option<CheckpointFiles> {
+        self.calls += 1;
+        let arguments = arguments.to_string();
+        let capture = self.checkpointer.before_call(tool, &arguments, &self.context).await.unwrap();
+        let output = builtin_tools().call(tool, &arguments, &self.context).await;
+        assert!(!output.is_error, "{tool}: {}", output.content);
+        let item = self.checkpointer.after_call(capture, &format!("call_{}", self.calls)).await?;
+        self.record.append(&RecordEntry::now(item.clone())).unwrap();
+        match item {
+            RecordItem::Checkpoint { files } => Some(serde_json::from_value(files).unwrap()),
+            other => panic!("expected a checkpoint, got {other:?}"),
+        }
+    }
+
+    fn undo(
+        &mut self,
+        turns: usize,
+        force: bool,
+    ) -> Result<kestrel_tools::checkpoint::UndoReport, UndoError> {
+        undo(&self.home, &mut self.record, &UndoOptions { turns, force, dry_run: false })
+    }
+
+    fn items(&self) -> Vec<RecordItem> {
+        kestrel_store::read_record(self.record.path())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.item)
+            .collect()
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn file_tools_record_each_file_before_and_after() {
+    let mut fx = Fixture::new();
+    fx.write("old.txt", "one\ntwo\n");
+    fx.turn();
+    let files =
+        fx.call("write_file", json!({"path": "dir/new.txt", "content": "new\n"})).await.unwrap();
+    assert_eq!(files.changes.len(), 1);
+    assert_eq!(files.changes[0].path, fx.path("dir/new.txt"));
+    assert_eq!(files.changes[0].before, FileState::Absent);
+    assert!(matches!(files.changes[0].after, FileState::File { .. }));
+    assert_eq!(files.call_id.as_deref(), Some("call_1"));
+    assert_eq!(files.session, fx.record.id().to_string());
+
+    let files = fx
+        .call("edit_file", json!({"path": "old.txt", "old_string": "two", "new_string": "2"}))
+        .await
+        .unwrap();
+    let FileState::File { sha256, .. } = &files.changes[0].before else { panic!() };
+    // The old content is saved, privately.
+    let blob = fx
+        .home_dir
+        .path()
+        .join("checkpoints")
+        .join(fx.record.id().as_str())
+        .join("blobs")
+        .join(&sha256[..2])
+        .join(&sha256[2..]);
+    assert_eq!(std::fs::read_to_string(&blob).unwrap(), "one\ntwo\n");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&blob).unwrap().permissions().mode() & 0o777, 0o600);
+    let checkpoints = fx.home_dir.path().join("checkpoints");
+    assert_eq!(std::fs::metadata(&checkpoints).unwrap().permissions().mode() & 0o777, 0o700);
+
+    // A call that changes nothing leaves no checkpoint.
+    assert!(
+        fx.call("write_file", json!({"path": "old.txt", "content": "one\n2\n"})).await.is_none()
+    );
+}
+
+#[tokio::test]
+async fn undo_restores_every_file_of_the_last_turn_and_records_it() {
+    let mut fx = Fixture::new();
+    fx.write("kept.txt", "original\n");
+    fx.write("gone.txt", "will be deleted\n");
+    fx.turn();
+    fx.call("write_file", json!({"path": "kept.txt", "content": "model's\n"})).await.unwrap();
+    fx.call("write_file", json!({"path": "created.txt", "content": "new\n"})).await.unwrap();
+    fx.call("shell", json!({"command": "rm gone.txt && echo more >> kept.txt"})).await.unwrap();
+    assert_eq!(fx.read("kept.txt").unwrap(), "model's\nmore\n");
+
+    let report = fx.undo(1, false).unwrap();
+    assert_eq!(report.turns, [1]);
+    assert_eq!(report.files.len(), 3, "{report:?}");
+    assert_eq!(fx.read("kept.txt").unwrap(), "original\n");
+    assert_eq!(fx.read("gone.txt").unwrap(), "will be deleted\n");
+    assert!(fx.read("created.txt").is_none());
+
+    let items = fx.items();
+    let last_two = &items[items.len() - 2..];
+    let RecordItem::Checkpoint { files } = &last_two[0] else { panic!("{last_two:?}") };
+    let files: CheckpointFiles = serde_json::from_value(files.clone()).unwrap();
+    assert_eq!(files.undo.unwrap().turns, [1]);
+    let RecordItem::Notice { notice } = &last_two[1] else { panic!() };
+    assert!(notice.message.contains("turn 1 put back 3 files"), "{}", notice.message);
+
+    // An undone turn is not undone twice.
+    let error = fx.undo(1, false).unwrap_err();
+    assert!(matches!(error, UndoError::NothingToUndo { .. }), "{error}");
+    assert!(error.to_string().contains("not undone already"), "{error}");
+}
+
+#[tokio::test]
+async fn undo_refuses_files_the_user_changed_since_and_force_keeps_their_content() {
+    let mut fx = Fixture::new();
+    fx.write("a.txt", "a0\n");
+    fx.write("b.txt", "b0\n");
+    fx.turn();
+    fx.call("write_file", json!({"path": "a.txt", "content": "a1\n"})).await.unwrap();
+    fx.call("write_file", json!({"path": "b.txt", "content": "b1\n"})).await.unwrap();
+    fx.write("b.txt", "the user's edit\n");
+
+    let error = fx.undo(1, false).unwrap_err();
+    let UndoError::Conflicts { files, turns } = &error else { panic!("{error}") };
+    assert_eq!(turns, &[1]);
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].path, fx.path("b.txt"));
+    let message = error.to_string();
+    assert!(
+        message.contains("b.txt (changed since turn 1)") && message.contains("--force"),
+        "{message}"
+    );
+    // Nothing was touched.
+    assert_eq!(fx.read("a.txt").unwrap(), "a1\n");
+    assert_eq!(fx.read("b.txt").unwrap(), "the user's edit\n");
+
+    let report = fx.undo(1, true).unwrap();
+    assert_eq!(report.overwritten, [fx.path("b.txt")]);
+    assert_eq!(fx.read("a.txt").unwrap(), "a0\n");
+    assert_eq!(fx.read("b.txt").unwrap(), "b0\n");
+    // The user's edit is saved in the undo's checkpoint.
+    let change = report.files.iter().find(|c| c.path == fx.path("b.txt")).unwrap();
+    let FileState::File { sha256, .. } = &change.before else { panic!() };
+    let blob = fx
+        .home_dir
+        .path()
+        .join("checkpoints")
+        .join(fx.record.id().as_str())
+        .join("blobs")
+        .join(&sha256[..2])
+        .join(&sha256[2..]);
+    assert_eq!(std::fs::read_to_string(blob).unwrap(), "the user's edit\n");
+}
+
+#[tokio::test]
+async fn undo_several_turns_goes_back_before_the_earliest() {
+    let mut fx = Fixture::new();
+    fx.write("f.txt", "v0\n");
+    for version in 1..=3 {
+        fx.turn();
+        fx.call("write_file", json!({"path": "f.txt", "content": format!("v{version}\n")}))
+            .await
+            .unwrap();
+    }
+    fx.turn(); // A turn that changes nothing does not count.
+    let report = fx.undo(2, false).unwrap();
+    assert_eq!(report.turns, [2, 3]);
+    assert_eq!(fx.read("f.txt").unwrap(), "v1\n");
+    let report = fx.undo(5, false).unwrap();
+    assert_eq!(report.turns, [1]);
+    assert_eq!(fx.read("f.txt").unwrap(), "v0\n");
+    assert!(matches!(fx.undo(0, false), Err(UndoError::NoTurns)));
+}
+
+#[tokio::test]
+async fn dry_run_changes_nothing_and_nothing_to_undo_says_so() {
+    let mut fx = Fixture::new();
+    assert!(matches!(fx.undo(1, false), Err(UndoError::NothingToUndo { undone: 0 })));
+    fx.turn();
+    fx.call("write_file", json!({"path": "x.txt", "content": "x"})).await.unwrap();
+    let report =
+        undo(&fx.home, &mut fx.record, &UndoOptions { turns: 1, force: false, dry_run: true })
+            .unwrap();
+    assert!(report.dry_run && report.files.len() == 1);
+    assert!(fx.read("x.txt").is_some());
+    assert!(!fx.items().iter().any(|item| matches!(item, RecordItem::Notice { .. })));
+}
+
+#[tokio::test]
+async fn shell_changes_in_a_repository_are_seen_without_touching_its_index_or_stash() {
+    let mut fx = Fixture::new();
+    let root = fx.root();
+    git(&root, &["init", "-q"]);
+    fx.write(".gitattributes", "* text=auto\n");
+    fx.write(".gitignore", "ignored/\n");
+    fx.write("tracked.txt", "tracked\n");
+    fx.write("crlf.txt", "a\r\nb\r\n");
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-q", "-m", "init"]);
+    fx.write("staged.txt", "staged\n");
+    git(&root, &["add", "staged.txt"]);
+    fx.write("untracked.txt", "untracked\n");
+    let status_before = git(&root, &["status", "--porcelain"]);
+
+    fx.turn();
+    let files = fx
+        .call(
+            "shell",
+            json!({"command": "printf 'x\\r\\n' > crlf.txt && echo changed >> tracked.txt && rm untracked.txt && echo n > new.txt && mkdir -p ignored && echo i > ignored/i.txt"}),
+        )
+        .await
+        .unwrap();
+    let mut paths: Vec<String> = files
+        .changes
+        .iter()
+        .map(|c| c.path.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["crlf.txt", "new.txt", "tracked.txt", "untracked.txt"]);
+    fx.undo(1, false).unwrap();
+    assert_eq!(std::fs::read(root.join("crlf.txt")).unwrap(), b"a\r\nb\r\n", "byte for byte");
+    assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
+    assert_eq!(fx.read("untracked.txt").unwrap(), "untracked\n");
+    assert!(fx.read("new.txt").is_none());
+    assert_eq!(git(&root, &["status", "--porcelain"]), status_before);
+    assert_eq!(git(&root, &["stash", "list"]), "");
+    assert!(
+        git(&root, &["diff", "--cached", "--name-only"]).contains("staged.txt"),
+        "the user's index is untouched"
+    );
+}
+
+#[tokio::test]
+async fn shell_changes_outside_a_repository_use_a_private_one() {
+    let mut fx = Fixture::new();
+    fx.write("notes/a.md", "a\n");
+    fx.turn();
+    let files =
+        fx.call("shell", json!({"command": "echo b > notes/a.md && echo c > c.md"})).await.unwrap();
+    assert_eq!(files.changes.len(), 2);
+    assert!(!fx.root().join(".git").exists(), "no repository is made in the workspace");
+    fx.undo(1, false).unwrap();
+    assert_eq!(fx.read("notes/a.md").unwrap(), "a\n");
+    assert!(fx.read("c.md").is_none());
+}
+
+#[tokio::test]
+async fn read_only_commands_and_read_only_mode_capture_nothing() {
+    let mut fx = Fixture::new();
+    let capture = fx
+        .checkpointer
+        .before_call("shell", &json!({"command": "ls && git status"}).to_string(), &fx.context)
+        .await
+        .unwrap();
+    assert!(matches!(capture, Capture::Nothing));
+    let context = ToolContext { mode: Mode::ReadOnly, ..fx.context.clone() };
+    let capture = fx
+        .checkpointer
+        .before_call("shell", &json!({"command": "rm -rf x"}).to_string(), &context)
+        .await
+        .unwrap();
+    assert!(matches!(capture, Capture::Nothing));
+    let capture = fx
+        .checkpointer
+        .before_call("shell", &json!({"command": "make"}).to_string(), &fx.context)
+        .await
+        .unwrap();
+    assert!(matches!(capture, Capture::Snapshot(_)));
+    let _ = &fx.work;
+}
+
+#[tokio::test]
+async fn a_write_through_a_symlink_is_recorded_at_its_target() {
+    let mut fx = Fixture::new();
+    fx.write("real.txt", "real\n");
+    std::os::unix::fs::symlink(fx.path("real.txt"), fx.path("link.txt")).unwrap();
+    fx.turn();
+    let files =
+        fx.call("write_file", json!({"path": "link.txt", "content": "via link\n"})).await.unwrap();
+    assert_eq!(files.changes[0].path, fx.path("real.txt"));
+    fx.undo(1, false).unwrap();
+    assert_eq!(fx.read("real.txt").unwrap(), "real\n");
+    assert!(fx.path("link.txt").is_symlink());
+}
