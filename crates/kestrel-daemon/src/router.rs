@@ -226,6 +226,12 @@ impl Router {
         };
         loop {
             if let Some(session) = self.session(&session_id) {
+                if session.state().closing {
+                    // Its worker is on its way out (idle): wait, then start a new one.
+                    session.ended(self.settings.start_timeout).await;
+                    self.unregister(&session_id, &session);
+                    continue;
+                }
                 // Live elsewhere: attach (history, then the live stream).
                 match session.live_worker(self.settings.start_timeout).await {
                     Ok(worker) => {
@@ -278,6 +284,10 @@ impl Router {
     async fn relay(&self, client: &Arc<ClientLink>, id: RequestId, method: String, params: Value) {
         let session =
             match session_id(&params).map(|session_id| (session_id, self.session(session_id))) {
+                Ok((session_id, Some(session))) if session.state().closing => {
+                    client.respond(id, Err(not_live(session_id)));
+                    return;
+                }
                 Ok((_, Some(session))) => session,
                 Ok((session_id, None)) => {
                     client.respond(id, Err(not_live(session_id)));

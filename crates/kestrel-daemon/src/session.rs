@@ -174,6 +174,24 @@ impl LiveSession {
         }
     }
 
+    /// Waits (at most `timeout`) until the session has left the daemon: closed or
+    /// given up on.
+    pub(crate) async fn ended(&self, timeout: Duration) {
+        let mut phases = self.phase.subscribe();
+        let _ = tokio::time::timeout(timeout, async {
+            loop {
+                match *phases.borrow_and_update() {
+                    Phase::Closed | Phase::Failed(_) => return,
+                    Phase::Starting | Phase::Live | Phase::Restarting => {}
+                }
+                if phases.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+
     /// Adds `client` to the clients that receive this session's updates.
     pub(crate) fn attach(&self, client: &Arc<ClientLink>) {
         let mut state = self.state();
