@@ -175,11 +175,14 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
     let result = runtime.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            // Ctrl+C, SIGTERM and SIGHUP (a closed terminal) all cancel the turn: its
+            // tools are killed and the record says `cancelled`.
+            if stop_signal().await {
                 watcher.cancel();
             }
-            // A second Ctrl+C leaves at once.
-            if tokio::signal::ctrl_c().await.is_ok() {
+            // A second one leaves at once, taking every command this run started along.
+            if stop_signal().await {
+                kestrel_platform::kill_all_groups(kestrel_platform::Signal::Kill);
                 std::process::exit(130);
             }
         });
@@ -188,6 +191,28 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => fail(&error),
+    }
+}
+
+/// Waits for Ctrl+C, SIGTERM or SIGHUP; false if no handler could be installed.
+async fn stop_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut hangup)) =
+            (signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+        else {
+            return tokio::signal::ctrl_c().await.is_ok();
+        };
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.is_ok(),
+            _ = term.recv() => true,
+            _ = hangup.recv() => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.is_ok()
     }
 }
 

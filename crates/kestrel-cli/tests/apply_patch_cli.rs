@@ -14,6 +14,7 @@ fn apply_patch(dir: &Path, patch: &str) -> Output {
         .arg("apply-patch")
         .current_dir(dir)
         .env("KESTREL_HOME", dir.join(".kestrel-home"))
+        .env("KESTREL_CATALOG_URL", "off")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -181,3 +181,57 @@ fn an_unknown_mode_or_missing_model_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("--model"), "{}", stderr(&output));
 }
+
+/// Waits (bounded) until `path` exists.
+fn wait_for_file(path: &std::path::Path) -> bool {
+    for _ in 0..200 {
+        if path.exists() && std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+/// True once `pid` is gone (or a zombie waiting for a parent that will reap it).
+fn process_gone(pid: u32) -> bool {
+    for _ in 0..200 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) if stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')) => {
+                return true;
+            }
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    false
+}
+
+#[test]
+fn sigterm_cancels_the_turn_and_kills_the_running_command() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("shell", json!({"command": "echo $$ > started.pid; exec sleep 30"})),
+            Step::text("never"),
+        ]),
+    );
+    let child = env.command(&["exec", "--mode", "yolo", "sleep"]).spawn().unwrap();
+    let pid_file = env.work.path().join("started.pid");
+    assert!(wait_for_file(&pid_file), "the command never started");
+    let sleeper: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(process_gone(sleeper), "the command outlived kestrel");
+    let items = env.record_items();
+    let last = items.last().unwrap();
+    assert_eq!(last["type"], "turn_completed");
+    assert_eq!(last["stop_reason"], "cancelled");
+    let result = items.iter().find(|item| item["type"] == "tool_result").unwrap();
+    assert_eq!(result["is_error"], true);
+}

@@ -9,7 +9,8 @@ pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
 pub use process::{
-    ProcessGroup, Signal, exit_signal, group_exists, kill_group, shell_command, spawn_group,
+    ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group, shell_command,
+    spawn_group,
 };
 pub use sandbox::{
     SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy, SandboxUnavailable,

@@ -3,13 +3,40 @@
 //! and killed as one. Invariant: a `ProcessGroup` dropped before its leader was waited
 //! for takes its whole group down with it, so an abandoned call leaks no processes.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::process::ExitStatus;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::process::{Child, Command};
 
 /// How often `terminate` looks whether the group is gone during its grace period.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Groups started by this process and not yet waited for: what `kill_all_groups`
+/// takes down when the process must exit at once.
+static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn track(id: u32, live: bool) {
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        if live {
+            groups.insert(id);
+        } else {
+            groups.remove(&id);
+        }
+    }
+}
+
+/// Sends `signal` to every process group this process started that may still run.
+/// For a host leaving at once (a second Ctrl+C, SIGTERM): no command it started may
+/// outlive it.
+pub fn kill_all_groups(signal: Signal) {
+    let groups: Vec<u32> =
+        LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
+    for id in groups {
+        let _ = kill_group(id, signal);
+    }
+}
 
 /// A signal to send to a whole process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +66,7 @@ pub fn spawn_group(command: &mut Command) -> io::Result<ProcessGroup> {
     let Some(id) = child.id() else {
         return Err(io::Error::other("the spawned process has no id"));
     };
+    track(id, true);
     Ok(ProcessGroup { child, id, exited: None })
 }
 
@@ -83,6 +111,7 @@ impl ProcessGroup {
         }
         let status = self.child.wait().await?;
         self.exited = Some(status);
+        track(self.id, false);
         Ok(status)
     }
 
@@ -103,6 +132,7 @@ impl ProcessGroup {
                 && let Some(status) = self.child.try_wait()?
             {
                 self.exited = Some(status);
+                track(self.id, false);
             }
             // The leader must be reaped first: a zombie leader keeps the group alive.
             if self.exited.is_some() && !group_exists(self.id) {
@@ -124,6 +154,7 @@ impl Drop for ProcessGroup {
             // Abandoned mid-run (e.g. the future was dropped): take the tree down.
             let _ = self.signal(Signal::Kill);
         }
+        track(self.id, false);
     }
 }
 

@@ -73,6 +73,8 @@ impl TestEnv {
             .args(args)
             .current_dir(self.work.path())
             .env("KESTREL_HOME", self.home.path())
+            // Tests reach loopback only: no catalog fetch from the internet.
+            .env("KESTREL_CATALOG_URL", "off")
             .env(API_KEY_VAR, "sk-test-secret-key")
             .env_remove("KESTREL_MODEL")
             .env_remove("KESTREL_MODE")
