@@ -20,7 +20,9 @@ pub const DEFAULT_DAEMON_IDLE: Duration = Duration::from_secs(600);
 /// The command a worker is started with: `program args...` (normally `kestrel worker`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
+    /// The program (the `kestrel` binary itself in production).
     pub program: PathBuf,
+    /// Its arguments (`["worker"]`).
     pub args: Vec<OsString>,
 }
 
@@ -34,7 +36,9 @@ impl WorkerCommand {
 /// Everything the daemon needs to run.
 #[derive(Debug, Clone)]
 pub struct DaemonSettings {
+    /// The home served: its `run/` holds the socket, its `logs/` the logs.
     pub home: KestrelHome,
+    /// How a session's worker is started.
     pub worker: WorkerCommand,
     /// Exit after this long with no live session and no client.
     pub idle_exit: Duration,
