@@ -156,3 +156,30 @@ fn max_turns_stops_the_loop_with_exit_1() {
     assert!(stderr(&output).contains("--max-turns 2"), "{}", stderr(&output));
     assert_eq!(env.requests().len(), 2);
 }
+
+#[test]
+fn shell_commands_do_not_see_api_keys_or_tokens() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call(
+                "shell",
+                json!({"command": "env; echo visible=$KESTREL_PLAIN_SETTING"}),
+            ),
+            Step::text("done"),
+        ]),
+    );
+    let output = env
+        .command(&["exec", "show the environment"])
+        .env("GITHUB_TOKEN", "ghp-should-not-leak")
+        .env("KESTREL_PLAIN_SETTING", "kept")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let sent = body_text(&env.requests()[1]);
+    assert!(sent.contains("visible=kept"), "ordinary variables stay: {sent}");
+    assert!(!sent.contains("sk-test-secret-key"), "the provider key reached the model");
+    assert!(!sent.contains("ghp-should-not-leak"), "a token reached the model");
+    let record = std::fs::read_to_string(&env.records()[0]).unwrap();
+    assert!(!record.contains("sk-test-secret-key") && !record.contains("ghp-should-not-leak"));
+}
