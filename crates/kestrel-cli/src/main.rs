@@ -9,6 +9,7 @@ mod daemon_command;
 mod exec_command;
 mod models_command;
 mod session_commands;
+mod tui_command;
 mod undo_command;
 mod worker_command;
 
@@ -43,6 +44,8 @@ enum Command {
     Models(models_command::ModelsArgs),
     /// Run the daemon in the foreground, or `start`, `stop` or show the `status` of it.
     Daemon(daemon_command::DaemonArgs),
+    /// Open the interactive UI on an earlier session (an id, or --last in this directory).
+    Resume(tui_command::ResumeArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,9 +61,7 @@ fn main() -> ExitCode {
         Some(Command::Acp) => acp_command::run(),
         Some(Command::Models(args)) => models_command::run(args),
         Some(Command::Daemon(args)) => daemon_command::run(args),
-        None => {
-            eprintln!("kestrel: the interactive TUI is not built yet; try `kestrel exec PROMPT`");
-            ExitCode::from(2)
-        }
+        Some(Command::Resume(args)) => tui_command::run(Some(args)),
+        None => tui_command::run(None),
     }
 }

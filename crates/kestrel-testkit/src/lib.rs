@@ -1,5 +1,7 @@
 //! Test support for Kestrel: a scripted model server that speaks the three wire APIs
-//! exactly as the real providers do, with a request log and fault injection.
+//! exactly as the real providers do, with a request log and fault injection; a pty
+//! screen driver for TUI tests ([`Pty`]) and plain-text screen snapshots
+//! ([`assert_snapshot`]).
 //!
 //! [`ScriptedServer`] listens on 127.0.0.1 and answers `POST {base}/chat/completions`
 //! (OpenAI Chat Completions), `{base}/responses` (OpenAI Responses) and `{base}/messages`
@@ -35,11 +37,15 @@
 mod http;
 mod ids;
 mod logged_request;
+mod pty;
 mod script;
 mod server;
+mod snapshot;
 mod sse;
 mod wire;
 
 pub use logged_request::LoggedRequest;
+pub use pty::{Key, Pty, PtyError, vt100};
 pub use script::{Fault, Reply, Script, ScriptError, ScriptedToolCall, ScriptedUsage, Step};
 pub use server::{SCRIPT_EXHAUSTED, ScriptedServer, ServerOptions};
+pub use snapshot::{UPDATE_SNAPSHOTS_ENV, assert_snapshot};

@@ -1,0 +1,479 @@
+//! What slash commands and picker choices do.
+
+use crate::app::{App, SessionState};
+use crate::cell::{Cell, InfoBody, NoticeLevel};
+use crate::client;
+use crate::commands::{self, Builtin, SlashCommand};
+use crate::event::{AppEvent, SessionEntry, SessionsPurpose};
+use crate::picker::{Picker, PickerItem, PickerKind};
+use crate::status::{LinkState, compact};
+use crate::theme;
+use kestrel_protocol::Mode;
+use ratatui::text::{Line, Span};
+
+/// The starter AGENTS.md `/init` writes.
+const AGENTS_TEMPLATE: &str = "# AGENTS.md
+
+Instructions for coding agents working in this repository.
+
+## Project
+
+- What this project is and how it is laid out (main directories, entry points).
+
+## Build and test
+
+- Build: `...`
+- Test: `...`
+- Lint and format: `...`
+
+## Conventions
+
+- Code style, naming, error handling, and anything a newcomer gets wrong.
+
+## Boundaries
+
+- Files or directories not to touch, commands not to run.
+";
+
+impl App {
+    /// Runs `/name args`. Returns false when `text` is not a known command.
+    pub(crate) fn run_slash(&mut self, text: &str) -> bool {
+        let Some((command, args)) = commands::parse(text, &self.custom_commands) else {
+            return false;
+        };
+        match command {
+            SlashCommand::Custom(index) => {
+                if let Some(custom) = self.custom_commands.get(index) {
+                    let prompt = commands::expand(&custom.template, &args);
+                    self.send_prompt(prompt);
+                }
+            }
+            SlashCommand::Builtin(builtin) => self.run_builtin(builtin, &args),
+        }
+        true
+    }
+
+    fn run_builtin(&mut self, builtin: Builtin, args: &str) {
+        match builtin {
+            Builtin::Help => self.show_help(),
+            Builtin::Model => {
+                if args.is_empty() {
+                    self.open_picker(PickerKind::Model);
+                } else {
+                    self.choose(PickerKind::Model, args.to_owned());
+                }
+            }
+            Builtin::Mode => {
+                if args.is_empty() {
+                    self.open_picker(PickerKind::Mode);
+                } else {
+                    self.choose(PickerKind::Mode, args.to_owned());
+                }
+            }
+            Builtin::New => self.new_session(),
+            Builtin::Resume => self.list_sessions(SessionsPurpose::Resume),
+            Builtin::Sessions => self.list_sessions(SessionsPurpose::Browse),
+            Builtin::Compact | Builtin::Undo => self.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "/{} is not available yet: the worker offers no ACP method for it",
+                    builtin.name()
+                ),
+            ),
+            Builtin::Diff => self.show_diff(),
+            Builtin::Status => self.show_status(),
+            Builtin::Cost => self.show_cost(),
+            Builtin::Init => self.write_agents_md(),
+            Builtin::Quit => self.should_quit = true,
+        }
+    }
+
+    fn show_help(&mut self) {
+        let mut lines = Vec::new();
+        for item in commands::all(&self.custom_commands) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("/{:<10}", item.name), theme::accent()),
+                Span::raw(" "),
+                Span::styled(item.description, theme::dim()),
+            ]));
+        }
+        lines.push(Line::default());
+        for (keys, what) in [
+            ("enter", "send (queued while a turn runs)"),
+            ("ctrl+j, shift/alt+enter", "new line"),
+            ("↑ ↓", "earlier prompts"),
+            ("esc", "interrupt the turn"),
+            ("pgup pgdn", "scroll the conversation"),
+            ("ctrl+o", "expand tool output and reasoning"),
+            ("ctrl+l", "redraw"),
+            ("ctrl+c twice", "quit"),
+        ] {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{keys:<24}"), theme::bold()),
+                Span::styled(what, theme::dim()),
+            ]));
+        }
+        self.transcript
+            .push(Cell::Info { title: Some("Commands".into()), body: InfoBody::Lines(lines) });
+        self.transcript.scroll_to_bottom();
+    }
+
+    fn show_status(&mut self) {
+        let session = match &self.session {
+            SessionState::Open(id) => id.clone(),
+            SessionState::Opening(_) => "opening…".into(),
+            SessionState::None => "none yet (starts with the first prompt)".into(),
+        };
+        let (link, _) = self.status.link_text();
+        let daemon = match &self.status.link {
+            LinkState::Lost(reason) => format!("unreachable: {reason}"),
+            LinkState::Connecting => "connecting".into(),
+            LinkState::Connected | LinkState::Opening | LinkState::Ready | LinkState::Working => {
+                "connected".into()
+            }
+        };
+        let rows = [
+            ("session", session),
+            ("directory", self.cwd.display().to_string()),
+            ("model", self.status.model.clone().unwrap_or_else(|| "config default".into())),
+            ("mode", self.status.mode.clone().unwrap_or_else(|| "ask".into())),
+            (
+                "context",
+                match self.status.context_size {
+                    0 => "no model request yet".into(),
+                    size => {
+                        format!("{} of {} tokens", compact(self.status.context_used), compact(size))
+                    }
+                },
+            ),
+            ("daemon", daemon),
+            (
+                "worker",
+                format!(
+                    "{} (restarts: {})",
+                    link.trim_start_matches(['●', '○', '◐', '✗', ' ']),
+                    self.status.restarts
+                ),
+            ),
+            ("home", self.home.root().display().to_string()),
+        ];
+        let lines = rows
+            .into_iter()
+            .map(|(name, value)| {
+                Line::from(vec![
+                    Span::styled(format!("{name:<10}"), theme::bold()),
+                    Span::raw(value),
+                ])
+            })
+            .collect();
+        self.transcript
+            .push(Cell::Info { title: Some("Status".into()), body: InfoBody::Lines(lines) });
+        self.transcript.scroll_to_bottom();
+    }
+
+    fn show_cost(&mut self) {
+        let cost = self.status.cost.map_or("unknown".to_owned(), |cost| format!("${cost:.4}"));
+        let lines = vec![
+            Line::from(vec![
+                Span::styled("tokens    ", theme::bold()),
+                Span::raw(format!(
+                    "{} (model requests seen in this window)",
+                    compact(self.status.tokens)
+                )),
+            ]),
+            Line::from(vec![Span::styled("cost      ", theme::bold()), Span::raw(cost)]),
+        ];
+        self.transcript
+            .push(Cell::Info { title: Some("Cost".into()), body: InfoBody::Lines(lines) });
+        self.transcript.scroll_to_bottom();
+    }
+
+    fn show_diff(&mut self) {
+        let cwd = self.cwd.clone();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let output = tokio::process::Command::new("git")
+                .args(["diff", "--no-color", "--no-ext-diff", "HEAD"])
+                .current_dir(&cwd)
+                .output()
+                .await;
+            let event = match output {
+                Ok(output) if output.status.success() => {
+                    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                    if text.trim().is_empty() {
+                        AppEvent::LocalOutput {
+                            title: "Diff".into(),
+                            text: "No uncommitted changes.".into(),
+                            is_patch: false,
+                            is_error: false,
+                        }
+                    } else {
+                        AppEvent::LocalOutput {
+                            title: "Diff".into(),
+                            text,
+                            is_patch: true,
+                            is_error: false,
+                        }
+                    }
+                }
+                Ok(output) => AppEvent::LocalOutput {
+                    title: "/diff".into(),
+                    text: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+                    is_patch: false,
+                    is_error: true,
+                },
+                Err(error) => AppEvent::LocalOutput {
+                    title: "/diff".into(),
+                    text: format!("cannot run git: {error}"),
+                    is_patch: false,
+                    is_error: true,
+                },
+            };
+            let _ = events.send(event).await;
+        });
+    }
+
+    fn write_agents_md(&mut self) {
+        let path = self.cwd.join("AGENTS.md");
+        let events = self.events.clone();
+        tokio::task::spawn_blocking(move || {
+            let result =
+                std::fs::OpenOptions::new().write(true).create_new(true).open(&path).and_then(
+                    |mut file| std::io::Write::write_all(&mut file, AGENTS_TEMPLATE.as_bytes()),
+                );
+            let event = match result {
+                Ok(()) => AppEvent::LocalOutput {
+                    title: "Init".into(),
+                    text: format!(
+                        "Wrote a starter `{}`: fill in how to build and test, or ask me to.",
+                        path.display()
+                    ),
+                    is_patch: false,
+                    is_error: false,
+                },
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    AppEvent::LocalOutput {
+                        title: "/init".into(),
+                        text: format!("{} already exists; left as it is", path.display()),
+                        is_patch: false,
+                        is_error: true,
+                    }
+                }
+                Err(error) => AppEvent::LocalOutput {
+                    title: "/init".into(),
+                    text: format!("cannot write {}: {error}", path.display()),
+                    is_patch: false,
+                    is_error: true,
+                },
+            };
+            let _ = events.blocking_send(event);
+        });
+    }
+
+    /// Leaves the current session (it keeps running in the daemon) for a new one,
+    /// started with the next prompt.
+    pub(crate) fn new_session(&mut self) {
+        self.leave_session();
+        self.transcript.clear();
+        self.push_welcome();
+    }
+
+    fn leave_session(&mut self) {
+        if self.turn.is_some() {
+            self.interrupt();
+        }
+        if let (Some(connection), SessionState::Open(id)) = (&self.connection, &self.session) {
+            client::detach(connection, id);
+        }
+        self.session = SessionState::None;
+        self.turn = None;
+        self.queue.clear();
+        self.approvals.clear();
+        self.modes = None;
+        self.config_options.clear();
+        self.status.reset_usage();
+        if self.connection.is_some() {
+            self.status.link = LinkState::Connected;
+        }
+    }
+
+    fn list_sessions(&mut self, purpose: SessionsPurpose) {
+        match &self.connection {
+            Some(connection) => client::list_sessions(connection, purpose, self.events.clone()),
+            None => self.notice(NoticeLevel::Warning, "not connected to the daemon yet"),
+        }
+    }
+
+    pub(crate) fn sessions_listed(
+        &mut self,
+        purpose: SessionsPurpose,
+        result: Result<Vec<SessionEntry>, String>,
+    ) {
+        let sessions = match result {
+            Ok(sessions) => sessions,
+            Err(message) => {
+                self.notice(NoticeLevel::Error, format!("cannot list sessions: {message}"));
+                return;
+            }
+        };
+        let current = self.session_id().map(str::to_owned);
+        let item = |entry: &SessionEntry, depth: usize| PickerItem {
+            label: entry
+                .title
+                .clone()
+                .map(|title| title.lines().next().unwrap_or_default().to_owned())
+                .unwrap_or_else(|| "(no prompt yet)".into()),
+            detail: format!(
+                "{} · {}{}",
+                entry.updated_at.as_deref().map(short_date).unwrap_or_default(),
+                entry.cwd.display(),
+                if entry.live { " · live" } else { "" }
+            ),
+            value: format!("{}\n{}", entry.session_id, entry.cwd.display()),
+            depth,
+        };
+        let items: Vec<PickerItem> = match purpose {
+            SessionsPurpose::Resume => sessions
+                .iter()
+                .filter(|entry| {
+                    entry.parent.is_none() && Some(&entry.session_id) != current.as_ref()
+                })
+                .map(|entry| item(entry, 0))
+                .collect(),
+            SessionsPurpose::Browse => {
+                let mut items = Vec::new();
+                for top in sessions.iter().filter(|entry| entry.parent.is_none()) {
+                    items.push(item(top, 0));
+                    nest(&sessions, &top.session_id, 1, &mut items, &item);
+                }
+                items
+            }
+        };
+        let (kind, title) = match purpose {
+            SessionsPurpose::Resume => (PickerKind::Resume, "Resume a session"),
+            SessionsPurpose::Browse => (PickerKind::Sessions, "Sessions"),
+        };
+        self.picker =
+            Some(Picker::new(kind, title, items, None).with_empty_text("no other sessions yet"));
+    }
+
+    /// Opens a picker; the model picker needs the worker's choices, so it waits for the
+    /// session to open.
+    pub(crate) fn open_picker(&mut self, kind: PickerKind) {
+        match kind {
+            PickerKind::Model => match self.model_choices() {
+                Some((current, choices)) => {
+                    let items = choices
+                        .into_iter()
+                        .map(|(value, name)| PickerItem {
+                            detail: if name == value { String::new() } else { value.clone() },
+                            label: name,
+                            value,
+                            depth: 0,
+                        })
+                        .collect();
+                    self.picker = Some(Picker::new(kind, "Model", items, Some(current)));
+                }
+                None => {
+                    self.picker_after_open = Some(kind);
+                    self.open_session_if_needed();
+                    if self.connection.is_none() {
+                        self.notice(
+                            NoticeLevel::Info,
+                            "the model list comes once the daemon is up…",
+                        );
+                    }
+                }
+            },
+            PickerKind::Mode => {
+                let items = match &self.modes {
+                    Some(modes) => modes
+                        .available_modes
+                        .iter()
+                        .map(|mode| PickerItem {
+                            label: mode.id.0.to_string(),
+                            detail: mode.description.clone().unwrap_or_default(),
+                            value: mode.id.0.to_string(),
+                            depth: 0,
+                        })
+                        .collect(),
+                    None => Mode::ALL
+                        .iter()
+                        .map(|mode| PickerItem {
+                            label: mode.as_str().to_owned(),
+                            detail: String::new(),
+                            value: mode.as_str().to_owned(),
+                            depth: 0,
+                        })
+                        .collect(),
+                };
+                let current = self.status.mode.clone().or_else(|| Some("ask".into()));
+                self.picker = Some(Picker::new(kind, "Mode", items, current));
+            }
+            PickerKind::Resume => self.list_sessions(SessionsPurpose::Resume),
+            PickerKind::Sessions => self.list_sessions(SessionsPurpose::Browse),
+        }
+    }
+
+    /// Applies a picker's choice.
+    pub(crate) fn choose(&mut self, kind: PickerKind, value: String) {
+        match kind {
+            PickerKind::Model => match (&self.connection, self.session_id()) {
+                (Some(connection), Some(id)) => {
+                    client::set_model(connection, id, value, self.events.clone())
+                }
+                _ => {
+                    self.status.model = Some(value.clone());
+                    self.pending_model = Some(value);
+                }
+            },
+            PickerKind::Mode => {
+                if value.parse::<Mode>().is_err() {
+                    self.notice(
+                        NoticeLevel::Error,
+                        format!("unknown mode `{value}`: read-only, ask, auto or yolo"),
+                    );
+                    return;
+                }
+                match (&self.connection, self.session_id()) {
+                    (Some(connection), Some(id)) => {
+                        client::set_mode(connection, id, value, self.events.clone())
+                    }
+                    _ => {
+                        self.status.mode = Some(value.clone());
+                        self.pending_mode = Some(value);
+                    }
+                }
+            }
+            PickerKind::Resume | PickerKind::Sessions => {
+                let Some((id, cwd)) = value.split_once('\n') else { return };
+                self.leave_session();
+                self.transcript.clear();
+                self.resume_target = Some((id.to_owned(), cwd.into()));
+                self.open_session_if_needed();
+            }
+        }
+    }
+}
+
+fn nest(
+    sessions: &[SessionEntry],
+    parent: &str,
+    depth: usize,
+    items: &mut Vec<PickerItem>,
+    item: &dyn Fn(&SessionEntry, usize) -> PickerItem,
+) {
+    if depth > 8 {
+        return;
+    }
+    for child in sessions.iter().filter(|entry| entry.parent.as_deref() == Some(parent)) {
+        items.push(item(child, depth));
+        nest(sessions, &child.session_id, depth + 1, items, item);
+    }
+}
+
+/// `2025-03-04T05:06:07Z` as `2025-03-04 05:06`.
+fn short_date(text: &str) -> String {
+    let text = text.replace('T', " ");
+    text.chars().take(16).collect()
+}

@@ -1,0 +1,626 @@
+//! The UI's state and what the daemon's messages do to it: the session's lifecycle
+//! (connect, open lazily on the first prompt, load for resume), streamed updates into
+//! the transcript, permission requests, turn ends, worker restarts. Key handling is in
+//! `keys`, slash commands in `actions`.
+
+use crate::approval::Approval;
+use crate::cell::{Cell, InfoBody, NoticeLevel};
+use crate::client::{self, Events};
+use crate::composer::Composer;
+use crate::event::{AppEvent, ConfigSummary, CustomCommand, OpenedSession};
+use crate::picker::{Picker, PickerKind};
+use crate::run::{ResumeTarget, StartOptions};
+use crate::status::{LinkState, Status};
+use crate::theme;
+use crate::transcript::Transcript;
+use kestrel_protocol::acp;
+use kestrel_protocol::jsonrpc::{Connection, Incoming};
+use kestrel_store::KestrelHome;
+use ratatui::text::{Line, Span};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Where the session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SessionState {
+    /// None yet: one is created when first needed.
+    None,
+    /// `session/new` (no id) or `session/load` (its id) is on its way.
+    Opening(Option<String>),
+    Open(String),
+}
+
+/// A running turn.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    pub(crate) started: Instant,
+    /// Esc or ctrl+c asked to stop it.
+    pub(crate) interrupted: bool,
+}
+
+/// Something only the run loop can do to the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TerminalRequest {
+    /// Repaint everything (ctrl+l).
+    Clear,
+    /// Stop the process (ctrl+z) and restore the terminal until it continues.
+    Suspend,
+}
+
+/// The whole UI state.
+pub(crate) struct App {
+    pub(crate) home: KestrelHome,
+    pub(crate) program: PathBuf,
+    pub(crate) cwd: PathBuf,
+    pub(crate) events: Events,
+    pub(crate) transcript: Transcript,
+    pub(crate) composer: Composer,
+    pub(crate) status: Status,
+    pub(crate) connection: Option<Connection>,
+    pub(crate) session: SessionState,
+    pub(crate) turn: Option<Turn>,
+    /// Prompts waiting for the session to open or the running turn to end.
+    pub(crate) queue: VecDeque<String>,
+    pub(crate) approvals: VecDeque<Approval>,
+    pub(crate) picker: Option<Picker>,
+    /// A picker to open once the session is open (/model before the first prompt).
+    pub(crate) picker_after_open: Option<PickerKind>,
+    pub(crate) modes: Option<acp::SessionModeState>,
+    pub(crate) config_options: Vec<acp::SessionConfigOption>,
+    /// A mode or model chosen before the session existed (or from KESTREL_MODE/MODEL).
+    pub(crate) pending_mode: Option<String>,
+    pub(crate) pending_model: Option<String>,
+    pub(crate) custom_commands: Vec<CustomCommand>,
+    pub(crate) menu_selected: usize,
+    /// The composer text for which the slash or mention menu was dismissed with Esc.
+    pub(crate) menu_dismissed: Option<String>,
+    pub(crate) files: Option<Vec<String>>,
+    pub(crate) listing_files: bool,
+    pub(crate) resume: Option<ResumeTarget>,
+    /// The session to load once connected (resume).
+    pub(crate) resume_target: Option<(String, PathBuf)>,
+    pub(crate) quit_armed: Option<Instant>,
+    pub(crate) should_quit: bool,
+    pub(crate) terminal_request: Option<TerminalRequest>,
+    /// Ring the bell at the next draw (a permission is waiting).
+    pub(crate) bell: bool,
+    /// The last update was a user message chunk (replayed chunks of one message join).
+    last_update_was_user: bool,
+    /// The worker restarted during the running turn.
+    restarted_in_turn: bool,
+    pub(crate) config: ConfigSummary,
+}
+
+impl App {
+    pub(crate) fn new(options: StartOptions, home: KestrelHome, events: Events) -> Self {
+        let mut app = Self {
+            home,
+            program: options.program,
+            cwd: options.cwd.clone(),
+            events,
+            transcript: Transcript::new(options.cwd),
+            composer: Composer::new(),
+            status: Status::new(),
+            connection: None,
+            session: SessionState::None,
+            turn: None,
+            queue: VecDeque::new(),
+            approvals: VecDeque::new(),
+            picker: None,
+            picker_after_open: None,
+            modes: None,
+            config_options: Vec::new(),
+            pending_mode: None,
+            pending_model: None,
+            custom_commands: Vec::new(),
+            menu_selected: 0,
+            menu_dismissed: None,
+            files: None,
+            listing_files: false,
+            resume: options.resume,
+            resume_target: None,
+            quit_armed: None,
+            should_quit: false,
+            terminal_request: None,
+            bell: false,
+            last_update_was_user: false,
+            restarted_in_turn: false,
+            config: ConfigSummary::default(),
+        };
+        if app.resume.is_none() {
+            app.push_welcome();
+        }
+        app
+    }
+
+    /// The empty screen's help.
+    pub(crate) fn push_welcome(&mut self) {
+        let cwd = self.cwd.display().to_string();
+        let lines = vec![
+            Line::from(vec![
+                Span::styled("Kestrel", theme::bold().fg(ratatui::style::Color::Cyan)),
+                Span::styled(format!(" v{}", env!("CARGO_PKG_VERSION")), theme::dim()),
+                Span::styled(format!("  {cwd}"), theme::dim()),
+            ]),
+            Line::from(Span::styled(
+                "Type a request and press Enter. /help for commands, @ to mention a file,",
+                theme::dim(),
+            )),
+            Line::from(Span::styled(
+                "Esc to interrupt, ctrl+j for a new line, ctrl+c twice to quit.",
+                theme::dim(),
+            )),
+        ];
+        self.transcript.push(Cell::Info { title: None, body: InfoBody::Lines(lines) });
+    }
+
+    /// Starts the work that must not delay the first frame: connecting to the daemon,
+    /// reading the config and custom commands, finding the session to resume.
+    pub(crate) fn start(&mut self) {
+        client::connect(self.home.clone(), self.program.clone(), self.events.clone());
+        let home = self.home.clone();
+        let cwd = self.cwd.clone();
+        let events = self.events.clone();
+        tokio::task::spawn_blocking(move || {
+            let config = load_config(&home, &cwd);
+            let commands = crate::commands::load_custom(&home.commands_dir(), &cwd);
+            let _ = events.blocking_send(AppEvent::ConfigLoaded(config));
+            let _ = events.blocking_send(AppEvent::CustomCommands(commands));
+        });
+        if let Some(target) = self.resume.clone() {
+            let home = self.home.clone();
+            let cwd = self.cwd.clone();
+            let events = self.events.clone();
+            tokio::task::spawn_blocking(move || {
+                let found = match &target {
+                    ResumeTarget::Id(id) => kestrel_store::SessionIndex::find(&home, id),
+                    ResumeTarget::Last => kestrel_store::SessionIndex::latest(&home, Some(&cwd)),
+                };
+                let result = found
+                    .map(|summary| (summary.id.as_str().to_owned(), PathBuf::from(summary.cwd)))
+                    .map_err(|error| error.to_string());
+                let _ = events.blocking_send(AppEvent::ResumeResolved(result));
+            });
+        }
+        self.pending_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
+        self.pending_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
+    }
+
+    pub(crate) fn notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
+        self.transcript.push(Cell::Notice { level, text: text.into() });
+        self.transcript.scroll_to_bottom();
+    }
+
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        match &self.session {
+            SessionState::Open(id) => Some(id),
+            SessionState::None | SessionState::Opening(_) => None,
+        }
+    }
+
+    /// Whether periodic redraws are needed (the working indicator moves).
+    pub(crate) fn animating(&self) -> bool {
+        self.turn.is_some()
+            || matches!(self.status.link, LinkState::Connecting | LinkState::Opening)
+    }
+
+    pub(crate) fn handle_event(&mut self, event: AppEvent) {
+        match event {
+            AppEvent::Connected { connection, incoming } => {
+                client::forward(incoming, self.events.clone());
+                self.connection = Some(connection);
+                self.status.link = LinkState::Connected;
+                self.open_session_if_needed();
+            }
+            AppEvent::ConnectFailed(message) => {
+                self.status.link = LinkState::Lost(message.clone());
+                self.notice(
+                    NoticeLevel::Error,
+                    format!("cannot reach the Kestrel daemon: {message}"),
+                );
+            }
+            AppEvent::Incoming(message) => self.incoming(message),
+            AppEvent::Disconnected => {
+                self.connection = None;
+                self.turn = None;
+                self.approvals.clear();
+                self.status.link = LinkState::Lost("the daemon closed the connection".into());
+                self.notice(
+                    NoticeLevel::Error,
+                    "lost the connection to the daemon (see $KESTREL_HOME/logs/daemon.log); reconnecting…",
+                );
+                // Reconnect and attach to the same session again.
+                if let SessionState::Open(id) = &self.session {
+                    self.resume_target = Some((id.clone(), self.transcript_cwd()));
+                    self.session = SessionState::None;
+                }
+                client::connect(self.home.clone(), self.program.clone(), self.events.clone());
+            }
+            AppEvent::SessionOpened(opened) => self.session_opened(opened),
+            AppEvent::SessionFailed(message) => {
+                self.session = SessionState::None;
+                self.status.link = LinkState::Connected;
+                self.queue.clear();
+                self.notice(NoticeLevel::Error, format!("could not open the session: {message}"));
+            }
+            AppEvent::PromptFinished { session_id, result } => {
+                if self.session_id() == Some(session_id.as_str()) {
+                    self.turn_finished(result);
+                }
+            }
+            AppEvent::Sessions { purpose, result } => self.sessions_listed(purpose, result),
+            AppEvent::ModeChanged(result) => match result {
+                Ok(mode) => self.status.mode = Some(mode),
+                Err(message) => {
+                    self.notice(NoticeLevel::Error, format!("mode not changed: {message}"))
+                }
+            },
+            AppEvent::ModelChanged(result) => match result {
+                Ok(options) => self.set_config_options(options),
+                Err(message) => {
+                    self.notice(NoticeLevel::Error, format!("model not changed: {message}"))
+                }
+            },
+            AppEvent::ConfigLoaded(config) => {
+                if self.status.model.is_none() {
+                    self.status.model = self.pending_model.clone().or(config.model.clone());
+                }
+                if self.status.mode.is_none() {
+                    self.status.mode = self.pending_mode.clone().or(config.mode.clone());
+                }
+                if let Some(error) = &config.error {
+                    self.notice(NoticeLevel::Error, error.clone());
+                } else if !config.exists {
+                    self.notice(
+                        NoticeLevel::Warning,
+                        format!(
+                            "no config yet: create {} with a model, e.g. model = \"anthropic/claude-sonnet-4-5\"",
+                            self.home.config_file().display()
+                        ),
+                    );
+                }
+                self.config = config;
+            }
+            AppEvent::CustomCommands(commands) => self.custom_commands = commands,
+            AppEvent::FilesListed(files) => {
+                self.files = Some(files);
+                self.listing_files = false;
+            }
+            AppEvent::ResumeResolved(result) => match result {
+                Ok(target) => {
+                    self.resume_target = Some(target);
+                    self.open_session_if_needed();
+                }
+                Err(message) => {
+                    self.resume = None;
+                    self.notice(NoticeLevel::Error, format!("cannot resume: {message}"));
+                    self.push_welcome();
+                }
+            },
+            AppEvent::LocalOutput { title, text, is_patch, is_error } => {
+                if is_error {
+                    self.notice(NoticeLevel::Error, format!("{title}: {text}"));
+                } else {
+                    let body =
+                        if is_patch { InfoBody::Patch(text) } else { InfoBody::Markdown(text) };
+                    self.transcript.push(Cell::Info { title: Some(title), body });
+                    self.transcript.scroll_to_bottom();
+                }
+            }
+            AppEvent::Redraw => {}
+        }
+    }
+
+    fn transcript_cwd(&self) -> PathBuf {
+        self.cwd.clone()
+    }
+
+    /// Opens a session when something waits for one: a resume target, a queued prompt,
+    /// a picker that needs the worker's choices.
+    pub(crate) fn open_session_if_needed(&mut self) {
+        let Some(connection) = &self.connection else { return };
+        if self.session != SessionState::None {
+            return;
+        }
+        if let Some((id, cwd)) = self.resume_target.take() {
+            self.session = SessionState::Opening(Some(id.clone()));
+            self.status.link = LinkState::Opening;
+            self.transcript.set_cwd(cwd.clone());
+            client::load_session(connection, id, cwd, self.events.clone());
+            return;
+        }
+        if self.resume.is_some() {
+            // Waiting for the store to say which session.
+            return;
+        }
+        if !self.queue.is_empty() || self.picker_after_open.is_some() {
+            self.session = SessionState::Opening(None);
+            self.status.link = LinkState::Opening;
+            client::new_session(connection, self.cwd.clone(), self.events.clone());
+        }
+    }
+
+    fn session_opened(&mut self, opened: OpenedSession) {
+        self.session = SessionState::Open(opened.session_id.clone());
+        self.status.link = LinkState::Ready;
+        self.resume = None;
+        self.last_update_was_user = false;
+        if let Some(modes) = &opened.modes {
+            self.status.mode = Some(modes.current_mode_id.0.to_string());
+        }
+        self.modes = opened.modes;
+        self.set_config_options(opened.config_options);
+        if opened.loaded {
+            for prompt in self.transcript.user_prompts() {
+                self.composer.remember(&prompt);
+            }
+            self.notice(
+                NoticeLevel::Info,
+                format!("resumed the session in {}", opened.cwd.display()),
+            );
+        }
+        if let Some(connection) = &self.connection {
+            if let Some(mode) = self.pending_mode.take()
+                && self.status.mode.as_deref() != Some(mode.as_str())
+            {
+                client::set_mode(connection, &opened.session_id, mode, self.events.clone());
+            }
+            if let Some(model) = self.pending_model.take()
+                && self.status.model.as_deref() != Some(model.as_str())
+            {
+                client::set_model(connection, &opened.session_id, model, self.events.clone());
+            }
+        }
+        if let Some(kind) = self.picker_after_open.take() {
+            self.open_picker(kind);
+        }
+        self.pump();
+    }
+
+    /// The model option's choices and current value.
+    pub(crate) fn model_choices(&self) -> Option<(String, Vec<(String, String)>)> {
+        let option = self.config_options.iter().find(|option| option.id.0.as_ref() == "model")?;
+        let acp::SessionConfigKind::Select(select) = &option.kind else { return None };
+        let choices = match &select.options {
+            acp::SessionConfigSelectOptions::Ungrouped(options) => options
+                .iter()
+                .map(|choice| (choice.value.0.to_string(), choice.name.clone()))
+                .collect(),
+            acp::SessionConfigSelectOptions::Grouped(groups) => groups
+                .iter()
+                .flat_map(|group| group.options.iter())
+                .map(|choice| (choice.value.0.to_string(), choice.name.clone()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Some((select.current_value.0.to_string(), choices))
+    }
+
+    fn set_config_options(&mut self, options: Vec<acp::SessionConfigOption>) {
+        self.config_options = options;
+        if let Some((current, _)) = self.model_choices() {
+            self.status.model = Some(current);
+        }
+    }
+
+    /// Sends the next queued prompt when the session is open and idle; opens the session
+    /// when there is none.
+    pub(crate) fn pump(&mut self) {
+        if self.turn.is_some() || self.queue.is_empty() {
+            return;
+        }
+        let (Some(connection), SessionState::Open(session_id)) = (&self.connection, &self.session)
+        else {
+            self.open_session_if_needed();
+            return;
+        };
+        let Some(text) = self.queue.pop_front() else { return };
+        let blocks = crate::mention::prompt_blocks(&text, &self.cwd);
+        client::prompt(connection, session_id.clone(), blocks, self.events.clone());
+        self.transcript.push(Cell::User(text));
+        self.transcript.scroll_to_bottom();
+        self.turn = Some(Turn { started: Instant::now(), interrupted: false });
+        self.restarted_in_turn = false;
+        self.status.link = LinkState::Working;
+        self.last_update_was_user = false;
+    }
+
+    /// Queues a prompt (sent at once when the session is idle).
+    pub(crate) fn send_prompt(&mut self, text: String) {
+        self.queue.push_back(text);
+        self.pump();
+    }
+
+    /// Asks the running turn to stop (answering waiting permission requests as
+    /// cancelled).
+    pub(crate) fn interrupt(&mut self) {
+        let Some(turn) = &mut self.turn else { return };
+        turn.interrupted = true;
+        if let Some(connection) = &self.connection {
+            for approval in self.approvals.drain(..) {
+                client::answer_permission(connection, approval.id, None);
+            }
+            if let SessionState::Open(id) = &self.session {
+                client::cancel(connection, id);
+            }
+        }
+    }
+
+    fn turn_finished(&mut self, result: Result<acp::StopReason, String>) {
+        let turn = self.turn.take();
+        let interrupted = turn.as_ref().is_some_and(|turn| turn.interrupted);
+        self.approvals.clear();
+        self.status.link = LinkState::Ready;
+        match result {
+            Ok(acp::StopReason::EndTurn) => {}
+            Ok(acp::StopReason::Cancelled) => {
+                self.transcript.fail_unfinished_tools();
+                if self.restarted_in_turn {
+                    self.notice(
+                        NoticeLevel::Warning,
+                        "the turn was interrupted when the worker stopped; it was not re-sent. Send it again to retry.",
+                    );
+                } else if interrupted {
+                    self.notice(
+                        NoticeLevel::Warning,
+                        "interrupted — tell the agent what to do instead",
+                    );
+                } else {
+                    self.notice(NoticeLevel::Warning, "the turn was cancelled");
+                }
+            }
+            Ok(acp::StopReason::MaxTokens) => {
+                self.notice(NoticeLevel::Warning, "the model stopped: it reached its output limit")
+            }
+            Ok(acp::StopReason::MaxTurnRequests) => self.notice(
+                NoticeLevel::Warning,
+                "stopped after the most model requests a turn may make (max_turns)",
+            ),
+            Ok(acp::StopReason::Refusal) => {
+                self.notice(NoticeLevel::Warning, "the model refused to continue")
+            }
+            Ok(_) => {}
+            Err(message) => {
+                self.transcript.fail_unfinished_tools();
+                self.notice(NoticeLevel::Error, format!("the turn failed: {message}"));
+            }
+        }
+        self.restarted_in_turn = false;
+        self.pump();
+    }
+
+    fn incoming(&mut self, message: Incoming) {
+        match message {
+            Incoming::Notification(notification) => match notification.method.as_str() {
+                "session/update" => {
+                    let Ok(update) =
+                        serde_json::from_value::<acp::SessionNotification>(notification.params)
+                    else {
+                        return;
+                    };
+                    let ours = match &self.session {
+                        SessionState::Open(id) | SessionState::Opening(Some(id)) => {
+                            update.session_id.0.as_ref() == id
+                        }
+                        SessionState::Opening(None) | SessionState::None => false,
+                    };
+                    if ours {
+                        self.apply_update(update.update);
+                    }
+                }
+                acp::kestrel::WORKER_RESTARTED => {
+                    let Ok(restarted) = serde_json::from_value::<
+                        acp::kestrel::WorkerRestartedNotification,
+                    >(notification.params) else {
+                        return;
+                    };
+                    if self.session_id() == Some(restarted.session_id.0.as_ref()) {
+                        self.status.restarts = restarted.restarts;
+                        if self.turn.is_some() {
+                            self.restarted_in_turn = true;
+                        }
+                        self.approvals.clear();
+                    }
+                }
+                _ => {}
+            },
+            Incoming::Request(request) => {
+                let Some(connection) = self.connection.clone() else { return };
+                if request.method != "session/request_permission" {
+                    client::refuse(&connection, request.id, &request.method);
+                    return;
+                }
+                match serde_json::from_value::<acp::RequestPermissionRequest>(request.params) {
+                    Ok(permission) => {
+                        let approval = Approval::new(request.id, permission, &self.cwd);
+                        if self.session_id() == Some(approval.session_id.as_str()) {
+                            self.approvals.push_back(approval);
+                            self.bell = true;
+                            self.transcript.scroll_to_bottom();
+                        } else {
+                            client::answer_permission(&connection, approval.id, None);
+                        }
+                    }
+                    Err(_) => client::answer_permission(&connection, request.id, None),
+                }
+            }
+        }
+    }
+
+    fn apply_update(&mut self, update: acp::SessionUpdate) {
+        let was_user = std::mem::replace(&mut self.last_update_was_user, false);
+        match update {
+            acp::SessionUpdate::UserMessageChunk(chunk) => {
+                self.transcript.push_user_chunk(&chunk_text(&chunk.content), was_user);
+                self.last_update_was_user = true;
+            }
+            acp::SessionUpdate::AgentMessageChunk(chunk) => {
+                self.transcript.push_answer(&chunk_text(&chunk.content))
+            }
+            acp::SessionUpdate::AgentThoughtChunk(chunk) => {
+                self.transcript.push_thought(&chunk_text(&chunk.content))
+            }
+            acp::SessionUpdate::ToolCall(call) => self.transcript.tool_call(call),
+            acp::SessionUpdate::ToolCallUpdate(update) => self.transcript.tool_update(update),
+            acp::SessionUpdate::Plan(plan) => self.transcript.push(Cell::Plan(plan.entries)),
+            acp::SessionUpdate::UsageUpdate(usage) => {
+                self.status.context_used = usage.used;
+                self.status.context_size = usage.size;
+                if self.turn.is_some() {
+                    self.status.tokens = self.status.tokens.saturating_add(usage.used);
+                }
+                if let Some(cost) = usage.cost {
+                    self.status.cost = Some(cost.amount);
+                }
+            }
+            acp::SessionUpdate::CurrentModeUpdate(mode) => {
+                self.status.mode = Some(mode.current_mode_id.0.to_string());
+                if let Some(modes) = &mut self.modes {
+                    modes.current_mode_id = mode.current_mode_id;
+                }
+            }
+            acp::SessionUpdate::ConfigOptionUpdate(update) => {
+                self.set_config_options(update.config_options)
+            }
+            acp::SessionUpdate::Notice(notice) => {
+                let level = match notice.severity {
+                    acp::NoticeSeverity::Error => NoticeLevel::Error,
+                    acp::NoticeSeverity::Warning => NoticeLevel::Warning,
+                    _ => NoticeLevel::Info,
+                };
+                let text = match notice.description {
+                    Some(description) => format!("{}: {description}", notice.title),
+                    None => notice.title,
+                };
+                self.transcript.push(Cell::Notice { level, text });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The text of a content block (other kinds by a short label).
+pub(crate) fn chunk_text(block: &acp::ContentBlock) -> String {
+    match block {
+        acp::ContentBlock::Text(text) => text.text.clone(),
+        acp::ContentBlock::ResourceLink(link) => format!("@{}", link.name),
+        acp::ContentBlock::Image(_) => "[image]".to_owned(),
+        _ => String::new(),
+    }
+}
+
+fn load_config(home: &KestrelHome, cwd: &std::path::Path) -> ConfigSummary {
+    let exists = home.config_file().exists();
+    match kestrel_store::Config::load(home, cwd) {
+        Ok(config) => ConfigSummary {
+            model: config.model,
+            mode: config.mode.map(|mode| mode.as_str().to_owned()),
+            exists,
+            error: None,
+        },
+        Err(error) => {
+            ConfigSummary { exists, error: Some(error.to_string()), ..ConfigSummary::default() }
+        }
+    }
+}

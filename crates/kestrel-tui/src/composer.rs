@@ -1,0 +1,248 @@
+//! The multi-line prompt editor: a `ratatui-textarea` with soft wrapping, prompt
+//! history (Up/Down at the first/last line), and large pastes kept as one block shown as
+//! a placeholder and expanded when the prompt is sent.
+
+use crate::theme;
+use crate::wrap;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::widgets::Widget;
+use ratatui_textarea::{CursorMove, Input, TextArea, WrapMode};
+
+/// Pastes with more lines than this, or more characters, become one block.
+const PASTE_BLOCK_LINES: usize = 8;
+const PASTE_BLOCK_CHARS: usize = 1000;
+/// The composer grows up to this many rows, then scrolls.
+pub(crate) const MAX_ROWS: usize = 10;
+
+/// One large paste, kept whole.
+struct PasteBlock {
+    placeholder: String,
+    text: String,
+}
+
+/// The prompt being written.
+pub(crate) struct Composer {
+    textarea: TextArea<'static>,
+    pastes: Vec<PasteBlock>,
+    history: Vec<String>,
+    /// Where Up/Down is in the history; `None` while editing a new prompt.
+    history_index: Option<usize>,
+    /// The prompt being written before browsing the history.
+    draft: Option<String>,
+}
+
+impl Composer {
+    pub(crate) fn new() -> Self {
+        let mut textarea = TextArea::default();
+        textarea.set_wrap_mode(WrapMode::WordOrGlyph);
+        textarea.set_cursor_line_style(Style::default());
+        textarea.set_cursor_style(Style::default().add_modifier(Modifier::REVERSED));
+        textarea.set_placeholder_text("Ask anything · / for commands · @ to mention a file");
+        textarea.set_placeholder_style(theme::dim());
+        Self { textarea, pastes: Vec::new(), history: Vec::new(), history_index: None, draft: None }
+    }
+
+    /// The text as typed (paste blocks as their placeholders).
+    pub(crate) fn text(&self) -> String {
+        self.textarea.lines().join("\n")
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.textarea.is_empty()
+    }
+
+    pub(crate) fn set_text(&mut self, text: &str) {
+        let lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+        let mut textarea = TextArea::new(lines);
+        textarea.set_wrap_mode(WrapMode::WordOrGlyph);
+        textarea.set_cursor_line_style(Style::default());
+        textarea.set_cursor_style(Style::default().add_modifier(Modifier::REVERSED));
+        textarea.set_placeholder_text(self.textarea.placeholder_text().to_owned());
+        textarea.set_placeholder_style(theme::dim());
+        textarea.move_cursor(CursorMove::Bottom);
+        textarea.move_cursor(CursorMove::End);
+        self.textarea = textarea;
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.set_text("");
+        self.pastes.clear();
+        self.history_index = None;
+        self.draft = None;
+    }
+
+    /// Passes an editing key to the text area.
+    pub(crate) fn input(&mut self, input: impl Into<Input>) {
+        self.textarea.input(input);
+    }
+
+    pub(crate) fn insert_newline(&mut self) {
+        self.textarea.insert_newline();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn insert_str(&mut self, text: &str) {
+        self.textarea.insert_str(text);
+    }
+
+    /// Inserts pasted text: small pastes as typed text, large ones as one block.
+    pub(crate) fn paste(&mut self, text: &str) {
+        let text = text.replace("\r\n", "\n").replace('\r', "\n");
+        let lines = text.lines().count();
+        if lines > PASTE_BLOCK_LINES || text.chars().count() > PASTE_BLOCK_CHARS {
+            let number = self.pastes.len() + 1;
+            let placeholder = format!("[Pasted text #{number} +{lines} lines]");
+            self.textarea.insert_str(&placeholder);
+            self.pastes.push(PasteBlock { placeholder, text });
+        } else {
+            self.textarea.insert_str(&text);
+        }
+    }
+
+    /// The prompt to send, paste blocks expanded; clears the composer and records the
+    /// typed text in the history.
+    pub(crate) fn take(&mut self) -> String {
+        let typed = self.text();
+        let mut text = typed.clone();
+        for paste in &self.pastes {
+            text = text.replacen(&paste.placeholder, &paste.text, 1);
+        }
+        if !typed.trim().is_empty() && self.history.last() != Some(&typed) {
+            self.history.push(typed);
+        }
+        self.clear();
+        text
+    }
+
+    /// Adds earlier prompts (of a resumed session) to the history.
+    pub(crate) fn remember(&mut self, prompt: &str) {
+        if !prompt.trim().is_empty() && self.history.last().map(String::as_str) != Some(prompt) {
+            self.history.push(prompt.to_owned());
+        }
+    }
+
+    /// Whether the cursor is on the first line (Up goes to history there).
+    pub(crate) fn cursor_on_first_line(&self) -> bool {
+        self.textarea.cursor().0 == 0
+    }
+
+    pub(crate) fn cursor_on_last_line(&self) -> bool {
+        self.textarea.cursor().0 + 1 >= self.textarea.lines().len()
+    }
+
+    /// Shows the previous prompt of the history; false when there is none.
+    pub(crate) fn history_previous(&mut self) -> bool {
+        if self.history.is_empty() {
+            return false;
+        }
+        let index = match self.history_index {
+            None => {
+                self.draft = Some(self.text());
+                self.history.len() - 1
+            }
+            Some(0) => return false,
+            Some(index) => index - 1,
+        };
+        self.history_index = Some(index);
+        let text = self.history[index].clone();
+        self.set_text(&text);
+        true
+    }
+
+    /// Shows the next prompt of the history, or the draft after the newest.
+    pub(crate) fn history_next(&mut self) -> bool {
+        let Some(index) = self.history_index else { return false };
+        if index + 1 < self.history.len() {
+            self.history_index = Some(index + 1);
+            let text = self.history[index + 1].clone();
+            self.set_text(&text);
+        } else {
+            self.history_index = None;
+            let draft = self.draft.take().unwrap_or_default();
+            self.set_text(&draft);
+        }
+        true
+    }
+
+    /// The word the cursor is in or just after (for `@` mentions), with its start column.
+    pub(crate) fn current_word(&self) -> Option<(usize, String)> {
+        let ratatui_textarea::DataCursor(row, col) = self.textarea.cursor();
+        let line = self.textarea.lines().get(row)?;
+        let before: String = line.chars().take(col).collect();
+        let start = before
+            .char_indices()
+            .rev()
+            .find(|(_, ch)| ch.is_whitespace())
+            .map_or(0, |(index, ch)| index + ch.len_utf8());
+        let word = &before[start..];
+        Some((before[..start].chars().count(), word.to_owned()))
+    }
+
+    /// Replaces the word before the cursor with `replacement`.
+    pub(crate) fn replace_current_word(&mut self, replacement: &str) {
+        if let Some((_, word)) = self.current_word() {
+            for _ in 0..word.chars().count() {
+                self.textarea.delete_char();
+            }
+        }
+        self.textarea.insert_str(replacement);
+    }
+
+    /// Rows needed to show the text at `width`, between 1 and [`MAX_ROWS`].
+    pub(crate) fn rows(&self, width: u16) -> u16 {
+        let width = usize::from(width).max(1);
+        let rows: usize =
+            self.textarea.lines().iter().map(|line| wrap::width(line).div_ceil(width).max(1)).sum();
+        u16::try_from(rows.clamp(1, MAX_ROWS)).unwrap_or(1)
+    }
+
+    pub(crate) fn draw(&self, area: Rect, buffer: &mut Buffer) {
+        (&self.textarea).render(area, buffer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_pastes_are_one_block_expanded_on_send() {
+        let mut composer = Composer::new();
+        composer.insert_str("look: ");
+        let big: String = (0..20).map(|n| format!("line {n}\n")).collect();
+        composer.paste(&big);
+        assert_eq!(composer.text(), "look: [Pasted text #1 +20 lines]");
+        let sent = composer.take();
+        assert!(sent.starts_with("look: line 0\nline 1\n"), "{sent}");
+        assert!(composer.is_empty());
+    }
+
+    #[test]
+    fn history_walks_back_and_returns_to_the_draft() {
+        let mut composer = Composer::new();
+        composer.insert_str("first");
+        composer.take();
+        composer.insert_str("second");
+        composer.take();
+        composer.insert_str("draft");
+        assert!(composer.history_previous());
+        assert_eq!(composer.text(), "second");
+        assert!(composer.history_previous());
+        assert_eq!(composer.text(), "first");
+        assert!(!composer.history_previous());
+        assert!(composer.history_next());
+        assert!(composer.history_next());
+        assert_eq!(composer.text(), "draft");
+    }
+
+    #[test]
+    fn the_current_word_is_found_for_mentions() {
+        let mut composer = Composer::new();
+        composer.insert_str("read @src/ma");
+        assert_eq!(composer.current_word(), Some((5, "@src/ma".to_owned())));
+        composer.replace_current_word("@src/main.rs ");
+        assert_eq!(composer.text(), "read @src/main.rs ");
+    }
+}

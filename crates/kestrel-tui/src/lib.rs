@@ -1,0 +1,32 @@
+//! Kestrel's interactive terminal UI: an ACP client of the daemon (ARCHITECTURE §2, §4).
+//! It paints at once and takes typing before the daemon is up, starts the daemon after
+//! the first frame and the session's worker with the first prompt, and shows the
+//! conversation full-screen with its own scrolling.
+
+mod actions;
+mod app;
+mod approval;
+mod cell;
+mod client;
+mod commands;
+mod composer;
+mod diff_view;
+mod error;
+mod event;
+mod fuzzy;
+mod highlight;
+mod keys;
+mod markdown;
+mod mention;
+mod picker;
+mod run;
+mod status;
+mod terminal;
+mod theme;
+mod tool_cell;
+mod transcript;
+mod ui;
+mod wrap;
+
+pub use error::TuiError;
+pub use run::{ResumeTarget, StartOptions, TuiExit, run};

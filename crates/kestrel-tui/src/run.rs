@@ -1,0 +1,148 @@
+//! The entry point and the event loop. Order matters for start-up time: the terminal is
+//! set up and the first frame drawn before anything touches the disk or the network;
+//! then the daemon is connected (started if needed) in the background while keys are
+//! already read. Frames are drawn after input at once and otherwise at most every
+//! [`FRAME`], so a fast stream does not redraw per token.
+
+use crate::app::{App, TerminalRequest};
+use crate::error::TuiError;
+use crate::event::AppEvent;
+use crate::highlight;
+use crate::terminal;
+use crate::ui;
+use crossterm::event::EventStream;
+use futures_util::StreamExt;
+use kestrel_store::KestrelHome;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// The shortest time between two frames caused by streamed output.
+const FRAME: Duration = Duration::from_millis(16);
+/// How often the working indicator moves.
+const TICK: Duration = Duration::from_millis(120);
+/// Events handled before a frame is drawn, so a burst does not starve drawing.
+const BATCH: usize = 512;
+
+/// Which session `kestrel resume` opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeTarget {
+    /// A session id or a unique prefix of one.
+    Id(String),
+    /// The newest session in the current directory.
+    Last,
+}
+
+/// How to start the TUI.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// The `kestrel` binary, run as `kestrel daemon` when no daemon listens.
+    pub program: PathBuf,
+    /// The workspace of new sessions.
+    pub cwd: PathBuf,
+    pub resume: Option<ResumeTarget>,
+}
+
+/// How the TUI ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuiExit {
+    /// The session that was open, to resume later.
+    pub session_id: Option<String>,
+    /// The signal that ended it (SIGTERM, SIGHUP), if one did.
+    pub signal: Option<i32>,
+}
+
+/// Runs the interactive UI until the user quits or a signal ends it. The terminal is
+/// restored on every way out, a panic included.
+///
+/// Fails when stdin or stdout is not a terminal, or the terminal cannot be set up.
+pub fn run(options: StartOptions) -> Result<TuiExit, TuiError> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(TuiError::NotATerminal);
+    }
+    let home = KestrelHome::from_env()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(run_loop(options, home));
+    terminal::restore();
+    // Background tasks (a connect in progress) must not hold the exit.
+    runtime.shutdown_background();
+    result
+}
+
+async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, TuiError> {
+    let mut screen = terminal::enter()?;
+    let (events, mut receiver) = mpsc::channel::<AppEvent>(1024);
+    let mut app = App::new(options, home, events.clone());
+    screen.draw(|frame| ui::draw(frame, &mut app))?;
+    let mut input = EventStream::new();
+    app.start();
+    let redraw = events.clone();
+    highlight::on_ready(move || {
+        let _ = redraw.try_send(AppEvent::Redraw);
+    });
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut last_frame = Instant::now();
+    let mut dirty = false;
+    let mut exit_signal = None;
+    loop {
+        let deadline = if dirty {
+            last_frame + FRAME
+        } else if app.animating() {
+            last_frame + TICK
+        } else {
+            Instant::now() + Duration::from_secs(3600)
+        };
+        let mut draw_now = false;
+        tokio::select! {
+            biased;
+            _ = terminate.recv() => { exit_signal = Some(libc::SIGTERM); break; }
+            _ = hangup.recv() => { exit_signal = Some(libc::SIGHUP); break; }
+            _ = interrupt.recv() => { exit_signal = Some(libc::SIGINT); break; }
+            key = input.next() => match key {
+                Some(Ok(event)) => {
+                    app.handle_terminal_event(event);
+                    draw_now = true;
+                }
+                // The terminal is gone.
+                Some(Err(_)) | None => break,
+            },
+            event = receiver.recv() => {
+                if let Some(event) = event {
+                    app.handle_event(event);
+                    for _ in 0..BATCH {
+                        match receiver.try_recv() {
+                            Ok(event) => app.handle_event(event),
+                            Err(_) => break,
+                        }
+                    }
+                    dirty = true;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => draw_now = true,
+        }
+        if app.should_quit {
+            break;
+        }
+        match app.terminal_request.take() {
+            Some(TerminalRequest::Clear) => screen.clear()?,
+            Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
+            None => {}
+        }
+        if draw_now || (dirty && last_frame.elapsed() >= FRAME) {
+            if std::mem::take(&mut app.bell) {
+                let mut stdout = std::io::stdout();
+                let _ = stdout.write_all(b"\x07");
+            }
+            screen.draw(|frame| ui::draw(frame, &mut app))?;
+            last_frame = Instant::now();
+            dirty = false;
+        }
+    }
+    terminal::restore();
+    Ok(TuiExit { session_id: app.session_id().map(str::to_owned), signal: exit_signal })
+}

@@ -1,0 +1,83 @@
+//! Terminal setup and restore. The TUI runs full-screen on the alternate screen, in raw
+//! mode, with bracketed paste and (where the terminal has it) the kitty keyboard
+//! protocol's unambiguous keys (Shift+Enter). Restoring is idempotent and runs on every
+//! way out: normal exit, panic (hook), SIGTERM/SIGHUP (the run loop), suspend.
+
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use crossterm::{cursor, execute};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{self, Stdout};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The terminal the UI draws on.
+pub(crate) type Screen = Terminal<CrosstermBackend<Stdout>>;
+
+/// Whether the terminal is in our mode (so restore has work to do).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PANIC_HOOK: Once = Once::new();
+
+/// Puts the terminal into the UI's mode and returns it to draw on. Installs the panic
+/// hook that restores the terminal before the panic message is printed.
+///
+/// Fails when stdout is not a terminal that accepts raw mode.
+pub(crate) fn enter() -> io::Result<Screen> {
+    PANIC_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+    set_modes()?;
+    let mut screen = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    screen.hide_cursor()?;
+    Ok(screen)
+}
+
+fn set_modes() -> io::Result<()> {
+    enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        EnableBracketedPaste,
+        PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES),
+        cursor::Hide
+    )
+}
+
+/// Gives the terminal back as it was: main screen, cooked mode, cursor shown. Safe to
+/// call any number of times, from any thread.
+pub(crate) fn restore() {
+    if !ACTIVE.swap(false, Ordering::SeqCst) {
+        return;
+    }
+    let _ = execute!(
+        io::stdout(),
+        PopKeyboardEnhancementFlags,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        cursor::Show
+    );
+    let _ = disable_raw_mode();
+}
+
+/// Stops the process (ctrl+z) with the terminal restored, and takes it back when the
+/// shell continues it.
+pub(crate) fn suspend(screen: &mut Screen) -> io::Result<()> {
+    restore();
+    // SAFETY: raise(3) only sends a signal to this process.
+    unsafe {
+        libc::raise(libc::SIGTSTP);
+    }
+    set_modes()?;
+    screen.clear()
+}

@@ -1,0 +1,150 @@
+//! One frame: the transcript on top, the working line and queued prompts, the composer
+//! (or the permission prompt) and the status line at the bottom; menus and pickers
+//! float just above the composer.
+
+use crate::app::App;
+use crate::keys::Menu;
+use crate::theme;
+use crate::wrap::truncate_spans;
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Widget};
+
+/// Queued prompts listed above the composer.
+const QUEUE_LINES: usize = 3;
+const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
+
+pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
+    let area = frame.area();
+    if area.width < 8 || area.height < 4 {
+        Line::from("…").render(area, frame.buffer_mut());
+        return;
+    }
+    let bottom_height = match app.approvals.front() {
+        Some(approval) => approval.height(area.width).min(area.height.saturating_sub(2)),
+        None => app.composer.rows(area.width.saturating_sub(2)) + 2,
+    };
+    let queued = app.queue.len().min(QUEUE_LINES);
+    let working = usize::from(app.turn.is_some() && app.approvals.is_empty());
+    let middle = u16::try_from(queued + working).unwrap_or(0);
+    let [transcript_area, middle_area, bottom_area, status_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(middle),
+        Constraint::Length(bottom_height),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let buffer = frame.buffer_mut();
+    app.transcript.draw(transcript_area, buffer);
+    draw_middle(app, middle_area, buffer);
+    match app.approvals.front() {
+        Some(approval) => approval.draw(bottom_area, buffer),
+        None => draw_composer(app, bottom_area, buffer),
+    }
+    let status = app.status.line(usize::from(status_area.width));
+    status.render(status_area, buffer);
+    if app.approvals.is_empty() {
+        if let Some(picker) = &app.picker {
+            let height = picker.height().min(transcript_area.height);
+            let popup = above(bottom_area, height, transcript_area);
+            picker.draw(popup, buffer);
+        } else if let Some(menu) = app.menu() {
+            draw_menu(app, &menu, bottom_area, transcript_area, buffer);
+        }
+    }
+}
+
+/// A rectangle of `height` rows ending just above `anchor`, within `bounds`.
+fn above(anchor: Rect, height: u16, bounds: Rect) -> Rect {
+    let height = height.min(anchor.y.saturating_sub(bounds.y));
+    Rect { x: anchor.x, y: anchor.y - height, width: anchor.width, height }
+}
+
+fn draw_middle(app: &App, area: Rect, buffer: &mut Buffer) {
+    let mut row = area.y;
+    if let Some(turn) = &app.turn
+        && app.approvals.is_empty()
+    {
+        let elapsed = turn.started.elapsed();
+        let frame = (elapsed.as_millis() / 120) as usize % SPINNER.len();
+        let label = if turn.interrupted { "Interrupting" } else { "Working" };
+        let line = Line::from(vec![
+            Span::styled(format!(" {} ", SPINNER[frame]), theme::accent()),
+            Span::styled(label, theme::bold()),
+            Span::styled(format!(" {}s · esc to interrupt", elapsed.as_secs()), theme::dim()),
+        ]);
+        line.render(Rect { y: row, height: 1, ..area }, buffer);
+        row += 1;
+    }
+    for text in app.queue.iter().take(QUEUE_LINES) {
+        if row >= area.y + area.height {
+            break;
+        }
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        let spans = vec![Span::styled(" ↳ queued: ", theme::dim()), Span::raw(first)];
+        Line::from(truncate_spans(spans, usize::from(area.width)))
+            .render(Rect { y: row, height: 1, ..area }, buffer);
+        row += 1;
+    }
+}
+
+fn draw_composer(app: &App, area: Rect, buffer: &mut Buffer) {
+    let block = Block::default().borders(Borders::TOP | Borders::BOTTOM).border_style(theme::dim());
+    let inner = block.inner(area);
+    block.render(area, buffer);
+    if inner.height == 0 {
+        return;
+    }
+    Span::styled("› ", theme::accent()).render(Rect { width: 2, height: 1, ..inner }, buffer);
+    let text_area = Rect { x: inner.x + 2, width: inner.width.saturating_sub(2), ..inner };
+    app.composer.draw(text_area, buffer);
+}
+
+fn draw_menu(app: &App, menu: &Menu, composer: Rect, bounds: Rect, buffer: &mut Buffer) {
+    let rows: Vec<Line<'static>> = match menu {
+        Menu::Slash(items) => items
+            .iter()
+            .map(|item| {
+                Line::from(vec![
+                    Span::raw(format!("/{:<12}", item.name)),
+                    Span::styled(item.description.clone(), theme::dim()),
+                ])
+            })
+            .collect(),
+        Menu::Mention(files) => files.iter().map(|file| Line::from(format!("@{file}"))).collect(),
+    };
+    let visible = rows.len().min(8);
+    let height = u16::try_from(visible + 2).unwrap_or(10);
+    let popup = above(composer, height, bounds);
+    if popup.height < 3 {
+        return;
+    }
+    Clear.render(popup, buffer);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(theme::dim());
+    let inner = block.inner(popup);
+    block.render(popup, buffer);
+    let selected = app.menu_selected.min(rows.len().saturating_sub(1));
+    let first = selected.saturating_sub(usize::from(inner.height).saturating_sub(1));
+    for (row, (index, line)) in rows.into_iter().enumerate().skip(first).enumerate() {
+        if row >= usize::from(inner.height) {
+            break;
+        }
+        let chosen = index == selected;
+        let mut spans = vec![Span::styled(if chosen { "› " } else { "  " }, theme::selected())];
+        spans.extend(line.spans.into_iter().map(|span| {
+            if chosen && span.style == ratatui::style::Style::default() {
+                Span::styled(span.content, theme::selected())
+            } else {
+                span
+            }
+        }));
+        let y = inner.y + u16::try_from(row).unwrap_or(0);
+        Line::from(truncate_spans(spans, usize::from(inner.width)))
+            .render(Rect { x: inner.x, y, width: inner.width, height: 1 }, buffer);
+    }
+}
