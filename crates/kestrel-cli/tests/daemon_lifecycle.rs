@@ -176,6 +176,35 @@ async fn bad_requests_get_clear_errors() {
 
     let error = client.request(kestrel_daemon::SESSION_DETACH, json!({})).await.unwrap_err();
     assert_eq!(error.code, RpcError::INVALID_PARAMS);
+
+    let error = client.request("initialize", json!({"clientCapabilities": 3})).await.unwrap_err();
+    assert_eq!(error.code, RpcError::INVALID_PARAMS);
+    assert!(error.message.contains("invalid initialize params"), "{error}");
+}
+
+#[test]
+fn a_home_too_long_for_a_socket_path_gets_a_short_private_socket() {
+    let test = quiet();
+    let long = test.env.home.path().join("h".repeat(60)).join("o".repeat(60));
+    std::fs::create_dir_all(&long).unwrap();
+    std::fs::copy(test.env.home.path().join("config.toml"), long.join("config.toml")).unwrap();
+    let run = |args: &[&str]| {
+        let mut command = test.command(args);
+        command.env("KESTREL_HOME", &long);
+        command.output().unwrap()
+    };
+    assert!(run(&["daemon", "start"]).status.success());
+    let status: serde_json::Value =
+        serde_json::from_slice(&run(&["daemon", "status", "--json"]).stdout).unwrap();
+    let socket = std::path::PathBuf::from(status["socket"].as_str().unwrap());
+    assert!(socket.as_os_str().len() <= 100, "{}", socket.display());
+    let dir = socket.parent().unwrap();
+    assert!(dir.to_string_lossy().starts_with("/tmp/kestrel-"), "{}", socket.display());
+    assert_eq!(std::fs::metadata(dir).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(long.join("run/daemon.pid").exists(), "the pid file stays in the home's run/");
+    assert!(run(&["daemon", "stop"]).status.success());
+    assert!(!socket.exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
