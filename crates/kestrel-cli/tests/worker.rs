@@ -124,6 +124,8 @@ fn permission_script() -> Script {
             json!({"path": "once.txt", "old_string": "1", "new_string": "x"}),
         ),
         Step::text("four"),
+        Step::tool_call("write_file", json!({"path": "saved.txt", "content": "5\n"})),
+        Step::text("five"),
     ])
 }
 
@@ -154,9 +156,13 @@ async fn ask_mode_asks_the_client_and_follows_its_answers() {
         [
             ("allow_once", "allow_once"),
             ("allow_always", "allow_always"),
+            ("allow_always_save", "allow_always"),
             ("reject_once", "reject_once")
         ]
     );
+    // The policy's reason for asking is part of the call shown with the question.
+    let reason = request["toolCall"]["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(reason.contains("once.txt"), "{reason}");
     assert!(work.join("once.txt").exists());
     // The call is shown (pending) before the question, and runs only after the answer.
     let transcript = worker_support::messages(&worker.transcript);
@@ -187,6 +193,13 @@ async fn ask_mode_asks_the_client_and_follows_its_answers() {
     assert_eq!(std::fs::read_to_string(work.join("once.txt")).unwrap(), "1\n");
     let requests = env.requests();
     assert!(body_text(&requests[8]).contains("the permission request was cancelled"));
+
+    // Always, and saved: the rule lands in the user's config for later sessions.
+    let outcome = worker.prompt(&id, "save it", &[Answer::Option("allow_always_save")]).await;
+    assert_eq!(outcome.stop_reason(), "end_turn");
+    assert!(work.join("saved.txt").exists());
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    assert!(config.contains("[permissions]") && config.contains("saved.txt"), "{config}");
     assert_eq!(worker.close().await, Some(0));
 }
 

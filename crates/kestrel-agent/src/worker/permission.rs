@@ -1,6 +1,8 @@
-//! The worker's approver: asks the client with `session/request_permission` (options
-//! allow once, allow always, reject) and turns the answer into a decision. A cancelled
-//! turn stops waiting (the session races the request against its cancel token).
+//! The worker's approver: asks the client with `session/request_permission` and turns
+//! the answer into a decision. The tool call it names carries the policy's summary of
+//! why it asks; the options are allow once, allow always (this session) and allow always
+//! and save (to the user's config) when the policy can word a rule, and reject. A
+//! cancelled turn stops waiting (the session races the request against its cancel token).
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
 use crate::worker::outbox::Outbox;
@@ -13,6 +15,7 @@ use std::sync::OnceLock;
 
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";
+const ALLOW_ALWAYS_SAVE: &str = "allow_always_save";
 const REJECT_ONCE: &str = "reject_once";
 
 /// Asks the worker's client.
@@ -39,34 +42,21 @@ impl ClientApprover {
         };
         // The `tool_call` update this request refers to must reach the client first.
         self.outbox.flush().await;
-        let call = tool_view::tool_call(
+        let mut call = tool_view::tool_call(
             &request.call_id,
             &request.tool_name,
             &request.arguments,
             &self.cwd,
         );
-        let always = format!("Always allow {} in this session", request.tool_name);
-        let options = vec![
-            acp::PermissionOption::new(
-                ALLOW_ONCE,
-                "Allow once",
-                acp::PermissionOptionKind::AllowOnce,
-            ),
-            acp::PermissionOption::new(
-                ALLOW_ALWAYS,
-                always,
-                acp::PermissionOptionKind::AllowAlways,
-            ),
-            acp::PermissionOption::new(
-                REJECT_ONCE,
-                "Reject",
-                acp::PermissionOptionKind::RejectOnce,
-            ),
-        ];
+        if !request.summary.is_empty() {
+            call = call.content(vec![acp::ToolCallContent::from(acp::ContentBlock::from(
+                request.summary.clone(),
+            ))]);
+        }
         let params = acp::RequestPermissionRequest::new(
             session_id.clone(),
             acp::ToolCallUpdate::from(call),
-            options,
+            options(&request),
         );
         let params = match serde_json::to_value(params) {
             Ok(params) => params,
@@ -89,6 +79,7 @@ impl ClientApprover {
             acp::RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
                 ALLOW_ONCE => ApprovalDecision::AllowOnce,
                 ALLOW_ALWAYS => ApprovalDecision::AllowAlways,
+                ALLOW_ALWAYS_SAVE => ApprovalDecision::AllowAlwaysAndSave,
                 REJECT_ONCE => ApprovalDecision::Deny { reason: None },
                 other => deny(&format!("the client chose an unknown option `{other}`")),
             },
@@ -104,6 +95,31 @@ impl Approver for ClientApprover {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalDecision> {
         Box::pin(self.ask(request))
     }
+}
+
+/// Allow once; allow always, for this session or for good, when the policy words what
+/// that would allow; reject.
+fn options(request: &ApprovalRequest) -> Vec<acp::PermissionOption> {
+    let once =
+        acp::PermissionOption::new(ALLOW_ONCE, "Allow once", acp::PermissionOptionKind::AllowOnce);
+    let reject =
+        acp::PermissionOption::new(REJECT_ONCE, "Reject", acp::PermissionOptionKind::RejectOnce);
+    if request.always.is_empty() {
+        return vec![once, reject];
+    }
+    let rules: Vec<String> = request.always.iter().map(|rule| rule.describe()).collect();
+    let rules = rules.join(", ");
+    let always = acp::PermissionOption::new(
+        ALLOW_ALWAYS,
+        format!("Always allow {rules} in this session"),
+        acp::PermissionOptionKind::AllowAlways,
+    );
+    let save = acp::PermissionOption::new(
+        ALLOW_ALWAYS_SAVE,
+        format!("Always allow {rules}, and save it to config.toml"),
+        acp::PermissionOptionKind::AllowAlways,
+    );
+    vec![once, always, save, reject]
 }
 
 fn deny(reason: &str) -> ApprovalDecision {
