@@ -25,6 +25,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The most output tokens asked for per request, whatever the model allows.
+const MAX_OUTPUT_TOKENS_CAP: u64 = 32_000;
+
 /// Receives a session's events as they happen. The turn waits for each `emit`, so a
 /// sink that forwards to a slow reader slows the turn down instead of buffering.
 pub trait EventSink: Send + Sync {
@@ -198,6 +201,7 @@ impl Session {
         self.history.push(Message::User { content: prompt });
         let mut usage = Usage::default();
         let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
+        self.answer_open_calls(stop_reason)?;
         self.report_tool_problems(sink).await?;
         self.write(RecordItem::TurnCompleted { stop_reason, error: error.clone() })?;
         // A switch made during the last request is recorded now, not at the next turn.
@@ -213,6 +217,30 @@ impl Session {
         };
         sink.emit(event).await;
         Ok(TurnResult { stop_reason, final_text, error, usage })
+    }
+
+    /// Every recorded tool call gets a result before the turn ends, even one the turn
+    /// never ran (a stream cut after it, a cancel, an output limit): every API refuses a
+    /// conversation with an unanswered call, so the session could not go on otherwise.
+    fn answer_open_calls(&mut self, stop_reason: StopReason) -> Result<(), AgentError> {
+        let why = match stop_reason {
+            StopReason::Cancelled => "the user cancelled the turn before this call ran",
+            StopReason::EndTurn
+            | StopReason::Interrupted
+            | StopReason::Failed
+            | StopReason::MaxTurns => "the turn ended before this call ran",
+        };
+        for call in self.history.unanswered_calls() {
+            let item = RecordItem::ToolResult {
+                id: call.id,
+                output: why.to_string(),
+                is_error: true,
+                duration_ms: 0,
+            };
+            self.history.apply(&item);
+            self.write(item)?;
+        }
+        Ok(())
     }
 
     fn take_model_switch(&mut self) -> Result<(), AgentError> {
@@ -288,6 +316,16 @@ impl Session {
         if let Some((reason, error)) = failure {
             return Ok(Step::Stopped { reason, text: response.text, error });
         }
+        if response.finish == Some(FinishReason::Length) {
+            let error = "the model hit its output token limit before finishing its response \
+                         (the answer or a tool call's arguments are cut off)"
+                .to_string();
+            return Ok(Step::Stopped {
+                reason: StopReason::Failed,
+                text: response.text,
+                error: Some(error),
+            });
+        }
         if response.finish.is_none() {
             let error = "the model's response ended without a finish event".to_string();
             return Ok(Step::Stopped {
@@ -320,7 +358,14 @@ impl Session {
             messages: self.history.messages().to_vec(),
             tools,
             reasoning: self.settings.reasoning,
-            max_output_tokens: None,
+            // The catalog's limit where known, capped: some APIs count max_tokens against
+            // the context window, and a huge reservation would crowd out the conversation.
+            max_output_tokens: self
+                .settings
+                .profile
+                .max_output_tokens
+                .map(|limit| limit.min(MAX_OUTPUT_TOKENS_CAP))
+                .and_then(|limit| u32::try_from(limit).ok()),
             cache_key: Some(self.record.id().to_string()),
         }
     }
@@ -348,12 +393,12 @@ impl Session {
         }
         if !response.text.is_empty()
             || reasoning_text.is_some()
-            || response.reasoning_opaque.is_some()
+            || !response.reasoning_parts.is_empty()
         {
             let item = RecordItem::AssistantMessage {
                 text: response.text.clone(),
                 reasoning: reasoning_text,
-                reasoning_opaque: response.reasoning_opaque.clone(),
+                reasoning_opaque: response.reasoning_opaque(),
             };
             self.history.apply(&item);
             self.write(item)?;
@@ -394,6 +439,10 @@ impl Session {
         let mut images = Vec::new();
         let mut index = 0;
         while index < calls.len() {
+            // After a cancel nothing more starts; the calls left get "cancelled" results.
+            if cancel.is_cancelled() {
+                break;
+            }
             // Read per batch: a mode switch applies from the next call on.
             let context = ToolContext {
                 cwd: self.settings.cwd.clone(),
@@ -602,7 +651,7 @@ struct Response {
     reasoning_item: String,
     text: String,
     reasoning: String,
-    reasoning_opaque: Option<serde_json::Value>,
+    reasoning_parts: Vec<serde_json::Value>,
     calls: Vec<ToolCall>,
     usage: Option<kestrel_model::TokenUsage>,
     finish: Option<FinishReason>,
@@ -615,10 +664,19 @@ impl Response {
             reasoning_item,
             text: String::new(),
             reasoning: String::new(),
-            reasoning_opaque: None,
+            reasoning_parts: Vec::new(),
             calls: Vec::new(),
             usage: None,
             finish: None,
+        }
+    }
+
+    /// One part as it came; several as an array (the model clients accept both).
+    fn reasoning_opaque(&self) -> Option<serde_json::Value> {
+        match self.reasoning_parts.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => Some(serde_json::Value::Array(many.to_vec())),
         }
     }
 
@@ -640,8 +698,10 @@ impl Response {
                 if self.reasoning.is_empty() {
                     self.reasoning = reasoning.text;
                 }
-                if reasoning.opaque.is_some() {
-                    self.reasoning_opaque = reasoning.opaque;
+                // A response may carry several reasoning parts (interleaved thinking,
+                // several Responses reasoning items): all go back, in order.
+                if let Some(opaque) = reasoning.opaque {
+                    self.reasoning_parts.push(opaque);
                 }
             }
             StreamEvent::ToolCallStarted { .. } | StreamEvent::ToolCallArgumentsDelta { .. } => {}

@@ -239,9 +239,8 @@ fn close_unfinished_turn(
         entries.iter().rev().map(|entry| &entry.item).find(|item| {
             matches!(item, RecordItem::TurnStarted {} | RecordItem::TurnCompleted { .. })
         });
-    if !matches!(last_marker, Some(RecordItem::TurnStarted {})) {
-        return Ok(Vec::new());
-    }
+    let unfinished = matches!(last_marker, Some(RecordItem::TurnStarted {}));
+    // A record written before every ended turn answered its calls is repaired too.
     let mut items: Vec<RecordItem> = history
         .unanswered_calls()
         .into_iter()
@@ -252,14 +251,16 @@ fn close_unfinished_turn(
             duration_ms: 0,
         })
         .collect();
-    items.push(RecordItem::Notice {
-        notice: Notice {
-            kind: NoticeKind::Error,
-            message: "the previous turn was interrupted; it was not re-sent".to_string(),
-            model: None,
-        },
-    });
-    items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });
+    if unfinished {
+        items.push(RecordItem::Notice {
+            notice: Notice {
+                kind: NoticeKind::Error,
+                message: "the previous turn was interrupted; it was not re-sent".to_string(),
+                model: None,
+            },
+        });
+        items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });
+    }
     let mut written = Vec::new();
     for item in items {
         history.apply(&item);

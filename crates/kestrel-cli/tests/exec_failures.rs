@@ -76,7 +76,7 @@ fn server_error_on_every_try_fails_with_exit_1() {
 fn stream_cut_mid_answer_keeps_what_arrived_and_marks_the_turn_failed() {
     for wire in Wire::ALL {
         let step = Step::text("one two three four five six seven eight nine ten")
-            .with_fault(Fault::DropAfter { events: 4 });
+            .with_fault(Fault::DropAfter { events: 7 });
         let env = TestEnv::new(wire, Script::new([step]));
         let output = env.kestrel(&["exec", "hi"]);
         assert_eq!(output.status.code(), Some(1), "{wire:?}");
@@ -87,6 +87,15 @@ fn stream_cut_mid_answer_keeps_what_arrived_and_marks_the_turn_failed() {
         assert_eq!(last["stop_reason"], "failed", "{wire:?}");
         assert!(last["error"].is_string());
         assert!(items.iter().any(|item| item["type"] == "user_message"));
+        // What streamed before the cut is kept (and the cut was not retried away).
+        let kept = items
+            .iter()
+            .find(|item| item["type"] == "assistant_message")
+            .and_then(|item| item["text"].as_str())
+            .unwrap_or_else(|| panic!("{wire:?}: no partial answer kept: {items:?}"));
+        assert!(!kept.is_empty(), "{wire:?}");
+        assert!("one two three four five six seven eight nine ten".starts_with(kept), "{wire:?}");
+        assert_eq!(env.requests().len(), 1, "{wire:?}: a stream that yielded text is not retried");
     }
 }
 
@@ -234,4 +243,44 @@ fn sigterm_cancels_the_turn_and_kills_the_running_command() {
     assert_eq!(last["stop_reason"], "cancelled");
     let result = items.iter().find(|item| item["type"] == "tool_result").unwrap();
     assert_eq!(result["is_error"], true);
+}
+
+#[test]
+fn a_cancel_runs_no_more_calls_and_the_session_still_resumes() {
+    for wire in Wire::ALL {
+        let env = TestEnv::new(
+            wire,
+            Script::new([
+                Step::tool_calls(vec![
+                    ScriptedToolCall::new(
+                        "shell",
+                        json!({"command": "echo $$ > started.pid; exec sleep 30"}),
+                    ),
+                    ScriptedToolCall::new(
+                        "write_file",
+                        json!({"path": "after_cancel.txt", "content": "x"}),
+                    ),
+                ]),
+                Step::text("resumed fine"),
+            ]),
+        );
+        let child = env.command(&["exec", "--mode", "yolo", "two calls"]).spawn().unwrap();
+        let pid_file = env.work.path().join("started.pid");
+        assert!(wait_for_file(&pid_file), "{wire:?}: the command never started");
+        let killed = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{wire:?}: {}", stderr(&output));
+        assert!(!env.work.path().join("after_cancel.txt").exists(), "{wire:?}: ran after cancel");
+        let results: Vec<serde_json::Value> =
+            env.record_items().into_iter().filter(|item| item["type"] == "tool_result").collect();
+        assert_eq!(results.len(), 2, "{wire:?}: every call is answered");
+        // The scripted server refuses unanswered calls as the real APIs do.
+        let resumed = env.kestrel(&["exec", "resume", "--last", "go on"]);
+        assert!(resumed.status.success(), "{wire:?}: {}", stderr(&resumed));
+        assert_eq!(stdout(&resumed), "resumed fine\n");
+    }
 }
