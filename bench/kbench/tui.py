@@ -197,6 +197,14 @@ def tui(ctx):
     home.mkdir(exist_ok=True)
     env = clean_env(KESTREL_HOME=home)
     codex_reference(ctx)
+    try:
+        _kestrel_tui(ctx, home, env)
+    finally:
+        # The TUI starts a detached daemon after its first frame: leave none behind.
+        _daemon(ctx, env, "stop")
+
+
+def _kestrel_tui(ctx, home, env):
     probe = start_in_pty([str(ctx.kestrel)], env, ctx.work)
     if probe.exited or probe.marker_ms is None:
         said = probe.output.strip().splitlines()[-1:] or ["(nothing)"]
