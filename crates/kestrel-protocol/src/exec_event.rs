@@ -116,7 +116,10 @@ mod tests {
     #[test]
     fn events_serialize_with_dotted_types() {
         let event = ExecEvent::ItemUpdated {
-            item: ExecItem { id: "i1".into(), kind: ExecItemKind::AgentMessage { text: "e".into() } },
+            item: ExecItem {
+                id: "i1".into(),
+                kind: ExecItemKind::AgentMessage { text: "e".into() },
+            },
         };
         assert_eq!(
             serde_json::to_string(&event).unwrap(),

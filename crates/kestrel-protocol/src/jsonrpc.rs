@@ -119,15 +119,18 @@ struct Wire {
 impl Message {
     /// Parses one line. The error says what is wrong, for a `-32700`/`-32600` answer.
     pub fn parse(line: &str) -> Result<Message, RpcError> {
-        let wire: Wire = serde_json::from_str(line)
-            .map_err(|error| RpcError::new(RpcError::PARSE_ERROR, format!("parse error: {error}")))?;
+        let wire: Wire = serde_json::from_str(line).map_err(|error| {
+            RpcError::new(RpcError::PARSE_ERROR, format!("parse error: {error}"))
+        })?;
         if wire.jsonrpc != "2.0" {
             return Err(RpcError::new(RpcError::INVALID_REQUEST, "jsonrpc must be \"2.0\""));
         }
         match (wire.method, wire.id) {
-            (Some(method), Some(id)) => {
-                Ok(Message::Request(Request { id, method, params: wire.params.unwrap_or(Value::Null) }))
-            }
+            (Some(method), Some(id)) => Ok(Message::Request(Request {
+                id,
+                method,
+                params: wire.params.unwrap_or(Value::Null),
+            })),
             (Some(method), None) => Ok(Message::Notification(Notification {
                 method,
                 params: wire.params.unwrap_or(Value::Null),
@@ -140,7 +143,9 @@ impl Message {
                 };
                 Ok(Message::Response { id, result })
             }
-            (None, None) => Err(RpcError::new(RpcError::INVALID_REQUEST, "neither a method nor an id")),
+            (None, None) => {
+                Err(RpcError::new(RpcError::INVALID_REQUEST, "neither a method nor an id"))
+            }
         }
     }
 
@@ -168,7 +173,14 @@ impl Message {
                     Ok(value) => (Some(value.clone()), None),
                     Err(error) => (None, Some(error.clone())),
                 };
-                Wire { jsonrpc: "2.0".into(), id: Some(id.clone()), method: None, params: None, result, error }
+                Wire {
+                    jsonrpc: "2.0".into(),
+                    id: Some(id.clone()),
+                    method: None,
+                    params: None,
+                    result,
+                    error,
+                }
             }
         };
         // Serialising a Value-only struct cannot fail.
@@ -231,7 +243,11 @@ impl Connection {
     }
 
     /// Answers a request of the peer.
-    pub async fn respond(&self, id: RequestId, result: Result<Value, RpcError>) -> Result<(), RpcError> {
+    pub async fn respond(
+        &self,
+        id: RequestId,
+        result: Result<Value, RpcError>,
+    ) -> Result<(), RpcError> {
         self.send_line(Message::Response { id, result }.to_line()).await
     }
 
@@ -377,9 +393,15 @@ mod tests {
             method: "session/new".into(),
             params: json!({"cwd": "/w"}),
         });
-        assert_eq!(request.to_line(), r#"{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/w"}}"#);
+        assert_eq!(
+            request.to_line(),
+            r#"{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/w"}}"#
+        );
         assert_eq!(Message::parse(&request.to_line()).unwrap(), request);
-        let error = Message::Response { id: RequestId::String("a".into()), result: Err(RpcError::method_not_found("x")) };
+        let error = Message::Response {
+            id: RequestId::String("a".into()),
+            result: Err(RpcError::method_not_found("x")),
+        };
         assert_eq!(Message::parse(&error.to_line()).unwrap(), error);
         assert!(Message::parse("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"m\"}").is_err());
         assert_eq!(Message::parse("not json").unwrap_err().code, RpcError::PARSE_ERROR);
@@ -411,7 +433,10 @@ mod tests {
         let waiting = tokio::spawn(async move { client.request("never", Value::Null).await });
         tokio::task::yield_now().await;
         drop(server_io);
-        let result = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        let result = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(result.unwrap_err().message, "the connection closed");
     }
 }

@@ -202,7 +202,10 @@ mod tests {
             line,
             r#"{"type":"session","id":"s1","version":1,"created_at":"1970-01-01T00:00:00.000Z","cwd":"/w","provider":"openai","model":"gpt-5"}"#
         );
-        assert!(matches!(serde_json::from_str::<RecordLine>(&line).unwrap(), RecordLine::Header(_)));
+        assert!(matches!(
+            serde_json::from_str::<RecordLine>(&line).unwrap(),
+            RecordLine::Header(_)
+        ));
     }
 
     #[test]
@@ -227,7 +230,8 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_accepted() {
-        let line = r#"{"ts":"1970-01-01T00:00:00.000Z","type":"user_message","text":"hi","extra":1}"#;
+        let line =
+            r#"{"ts":"1970-01-01T00:00:00.000Z","type":"user_message","text":"hi","extra":1}"#;
         let entry: RecordEntry = serde_json::from_str(line).unwrap();
         assert_eq!(entry.item, RecordItem::UserMessage { text: "hi".into() });
     }
