@@ -37,6 +37,8 @@ pub struct ExecOptions {
     pub resume: Option<ResumeTarget>,
     /// Show progress on stderr (when stderr is a terminal).
     pub progress: bool,
+    /// `--cd` was given: a resumed session runs there, not in its recorded cwd.
+    pub cwd_given: bool,
 }
 
 /// Where exec writes; the binary passes its stdout and stderr.
@@ -53,10 +55,20 @@ pub async fn run_exec(
     output: ExecOutput,
     cancel: CancellationToken,
 ) -> Result<u8, AgentError> {
+    let mut launch = launch;
     let resume_id = match &options.resume {
         None => None,
         Some(ResumeTarget::Last) => Some(SessionIndex::latest(&launch.home, Some(&launch.cwd))?.id),
-        Some(ResumeTarget::Id(id)) => Some(SessionIndex::find(&launch.home, id)?.id),
+        Some(ResumeTarget::Id(id)) => {
+            let summary = SessionIndex::find(&launch.home, id)?;
+            // A session resumed by id works where it was started (unless --cd says
+            // otherwise), not wherever this command happens to run.
+            let recorded = PathBuf::from(&summary.cwd);
+            if !options.cwd_given && recorded.is_dir() {
+                launch.cwd = recorded;
+            }
+            Some(summary.id)
+        }
     };
     let mut session = open_session(&launch, resume_id.as_ref(), Arc::new(Unattended))?;
     let printer = Printer::new(output, options.json, options.progress);

@@ -156,6 +156,7 @@ fn prepare(
         output_last_message: common.output_last_message.clone(),
         resume,
         progress: !common.json && std::io::stderr().is_terminal(),
+        cwd_given: common.cd.is_some(),
     };
     Ok((launch, options))
 }

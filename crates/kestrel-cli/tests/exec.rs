@@ -183,3 +183,30 @@ fn shell_commands_do_not_see_api_keys_or_tokens() {
     let record = std::fs::read_to_string(&env.records()[0]).unwrap();
     assert!(!record.contains("sk-test-secret-key") && !record.contains("ghp-should-not-leak"));
 }
+
+#[test]
+fn project_and_user_instructions_reach_the_system_prompt() {
+    for wire in Wire::ALL {
+        let env = TestEnv::new(wire, Script::new([Step::text("ok")]));
+        std::fs::create_dir_all(env.work.path().join(".git")).unwrap();
+        std::fs::create_dir_all(env.work.path().join("pkg")).unwrap();
+        std::fs::write(env.work.path().join("AGENTS.md"), "ROOT-RULE: use tabs").unwrap();
+        std::fs::write(env.work.path().join("pkg/CLAUDE.md"), "PKG-RULE: no unsafe").unwrap();
+        std::fs::write(env.home.path().join("AGENTS.md"), "USER-RULE: be brief").unwrap();
+        let output = env
+            .command(&["exec", "--cd", env.work.path().join("pkg").to_str().unwrap(), "hi"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{wire:?}: {}", stderr(&output));
+        let request = &env.requests()[0];
+        let system = match wire {
+            Wire::Chat => request.body["messages"][0].to_string(),
+            Wire::Responses => request.body["instructions"].to_string(),
+            Wire::Anthropic => request.body["system"].to_string(),
+        };
+        let user = system.find("USER-RULE").expect("user AGENTS.md");
+        let root = system.find("ROOT-RULE").expect("root AGENTS.md");
+        let pkg = system.find("PKG-RULE").expect("CLAUDE.md where no AGENTS.md");
+        assert!(user < root && root < pkg, "{wire:?}: nearer files come later");
+    }
+}

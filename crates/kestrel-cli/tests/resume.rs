@@ -110,3 +110,29 @@ fn fork_copies_the_record_up_to_an_item() {
     assert_eq!(forked.len(), 3, "header plus two items");
     assert_eq!(forked[0]["forked_from"]["session_id"], id.as_str());
 }
+
+#[test]
+fn resume_by_id_from_elsewhere_works_in_the_sessions_own_directory() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::text("first"),
+            Step::tool_call("write_file", json!({"path": "here.txt", "content": "x"})),
+            Step::text("done"),
+        ]),
+    );
+    let first = env.kestrel(&["exec", "--json", "start"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let started: serde_json::Value =
+        serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
+    let id = started["session_id"].as_str().unwrap().to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let second = env
+        .command(&["exec", "resume", &id, "write here.txt"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert!(env.work.path().join("here.txt").exists(), "ran in the session's own cwd");
+    assert!(!elsewhere.path().join("here.txt").exists());
+}

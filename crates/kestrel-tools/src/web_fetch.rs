@@ -63,7 +63,8 @@ impl Tool for WebFetchTool {
                 Ok(arguments) => arguments,
                 Err(output) => return output,
             };
-            if !context.network {
+            // yolo checks nothing, the network setting included.
+            if !context.network && context.mode != kestrel_protocol::Mode::Yolo {
                 return ToolOutput::error(
                     "network access is off: set `[sandbox] network = true` in config.toml to \
                      allow web_fetch",
