@@ -273,15 +273,18 @@ impl Pty {
         self.wait_until(&format!("{needle:?} on screen"), timeout, |text| text.contains(needle))
     }
 
-    /// Waits until the program has written nothing for `quiet` (and returns the screen).
+    /// Waits until the screen's text has not changed for `quiet` (and returns it). Output
+    /// that changes nothing visible (cursor moves, mode switches) does not count.
     pub fn wait_stable(&self, quiet: Duration, timeout: Duration) -> Result<String, PtyError> {
         let deadline = Instant::now() + timeout;
+        let mut seen = self.screen_text();
+        let mut since = Instant::now();
         loop {
-            let (last, text) = {
-                let state = self.state();
-                (state.last_output, screen_text(state.parser.screen()))
-            };
-            if last.elapsed() >= quiet {
+            let text = self.screen_text();
+            if text != seen {
+                seen = text.clone();
+                since = Instant::now();
+            } else if since.elapsed() >= quiet {
                 return Ok(text);
             }
             if Instant::now() >= deadline {

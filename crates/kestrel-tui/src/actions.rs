@@ -401,7 +401,7 @@ impl App {
                         .iter()
                         .map(|mode| PickerItem {
                             label: mode.as_str().to_owned(),
-                            detail: String::new(),
+                            detail: mode_description(*mode).to_owned(),
                             value: mode.as_str().to_owned(),
                             depth: 0,
                         })
@@ -453,6 +453,16 @@ impl App {
                 self.open_session_if_needed();
             }
         }
+    }
+}
+
+/// What a mode allows, as the worker describes it (shown before a session exists).
+fn mode_description(mode: Mode) -> &'static str {
+    match mode {
+        Mode::ReadOnly => "Reads and searches; changes nothing",
+        Mode::Ask => "Asks before file writes and commands",
+        Mode::Auto => "Writes inside the workspace and runs sandboxed commands without asking",
+        Mode::Yolo => "No checks at all",
     }
 }
 

@@ -201,8 +201,8 @@ impl App {
 
     /// Whether periodic redraws are needed (the working indicator moves).
     pub(crate) fn animating(&self) -> bool {
-        self.turn.is_some()
-            || matches!(self.status.link, LinkState::Connecting | LinkState::Opening)
+        let working = self.turn.is_some() && self.approvals.is_empty();
+        working || matches!(self.status.link, LinkState::Connecting | LinkState::Opening)
     }
 
     pub(crate) fn handle_event(&mut self, event: AppEvent) {

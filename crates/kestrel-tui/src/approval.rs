@@ -44,6 +44,8 @@ pub(crate) struct Approval {
     title: String,
     name: Option<String>,
     raw_input: Option<Value>,
+    /// Why the worker asks (the policy's summary, sent as the call's text content).
+    summary: Option<String>,
     options: Vec<ApprovalOption>,
     selected: Option<usize>,
     /// The reason being typed, once a rejecting option was confirmed.
@@ -54,6 +56,13 @@ pub(crate) struct Approval {
 impl Approval {
     pub(crate) fn new(id: RequestId, request: acp::RequestPermissionRequest, cwd: &Path) -> Self {
         let fields = request.tool_call.fields;
+        let summary = fields.content.iter().flatten().find_map(|content| match content {
+            acp::ToolCallContent::Content(acp::Content {
+                content: acp::ContentBlock::Text(text),
+                ..
+            }) => Some(text.text.clone()),
+            _ => None,
+        });
         let options = request
             .options
             .into_iter()
@@ -72,6 +81,7 @@ impl Approval {
             title: fields.title.unwrap_or_else(|| "a tool call".to_owned()),
             name: fields.name,
             raw_input: fields.raw_input,
+            summary,
             options,
             selected: None,
             reason: None,
@@ -191,6 +201,10 @@ impl Approval {
             &[Span::styled("Allow ", Style::default())],
             &[Span::raw("  ")],
         );
+        if let Some(summary) = &self.summary {
+            let spans = [Span::styled(summary.clone(), theme::dim())];
+            lines.extend(wrap_spans(&spans, width, &[], &[]));
+        }
         lines.extend(self.preview(width));
         lines.push(Line::default());
         for (index, option) in self.options.iter().enumerate() {
@@ -209,10 +223,17 @@ impl Approval {
                     Span::raw(reason.clone()),
                     Span::styled("▏", theme::accent()),
                 ]));
-                "enter send · esc back"
+                "enter send · esc back".to_owned()
             }
-            None if self.selected.is_some() => "enter confirm · ↑↓ or 1-3 change · esc interrupt",
-            None => "↑↓ or 1-3 select, then enter · esc interrupt the turn",
+            None if self.selected.is_some() => {
+                format!("enter confirm · ↑↓ or 1-{} change · esc interrupt", self.options.len())
+            }
+            None => {
+                format!(
+                    "↑↓ or 1-{} select, then enter · esc interrupt the turn",
+                    self.options.len()
+                )
+            }
         };
         lines.push(Line::from(Span::styled(hint, theme::dim())));
         lines

@@ -103,12 +103,12 @@ impl Status {
         }
         let left = format!(" {}", left.join(" · "));
         let (right, right_style) = self.link_text();
-        let gap = width.saturating_sub(wrap::width(&left) + wrap::width(&right) + 1);
-        let mut spans = vec![Span::styled(left, theme::dim())];
-        if gap > 0 {
-            spans.push(Span::raw(" ".repeat(gap)));
-            spans.push(Span::styled(right, right_style));
-        }
+        // The link state stays visible; the left part gives way on narrow terminals.
+        let room = width.saturating_sub(wrap::width(&right) + 1);
+        let mut spans = wrap::truncate_spans(vec![Span::styled(left, theme::dim())], room);
+        let gap = width.saturating_sub(wrap::spans_width(&spans) + wrap::width(&right));
+        spans.push(Span::raw(" ".repeat(gap)));
+        spans.push(Span::styled(right, right_style));
         Line::from(wrap::truncate_spans(spans, width))
     }
 }
@@ -145,5 +145,9 @@ mod tests {
         assert!(line.ends_with("● ready"), "{line}");
         status.restarts = 1;
         assert!(text(&status.line(80)).ends_with("worker restarted ×1"));
+        status.restarts = 0;
+        let narrow = text(&status.line(30));
+        assert!(narrow.ends_with("● ready") && narrow.contains('…'), "{narrow}");
+        assert_eq!(wrap::width(&narrow), 30);
     }
 }
