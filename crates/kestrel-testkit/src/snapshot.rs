@@ -54,24 +54,20 @@ fn normalise(text: &str) -> String {
     out
 }
 
-/// Expected and actual side by side, line by line, marking the lines that differ.
+/// A line diff of the two texts (`-` expected, `+` actual).
 fn line_diff(expected: &str, actual: &str) -> String {
-    let expected: Vec<&str> = expected.lines().collect();
-    let actual: Vec<&str> = actual.lines().collect();
+    let diff = similar::TextDiff::from_lines(expected, actual);
     let mut out = String::new();
-    for index in 0..expected.len().max(actual.len()) {
-        let old = expected.get(index).copied();
-        let new = actual.get(index).copied();
-        if old == new {
-            out.push_str(&format!("  {}\n", old.unwrap_or_default()));
-        } else {
-            if let Some(old) = old {
-                out.push_str(&format!("- {old}\n"));
-            }
-            if let Some(new) = new {
-                out.push_str(&format!("+ {new}\n"));
-            }
-        }
+    for change in diff.iter_all_changes() {
+        let sign = match change.tag() {
+            similar::ChangeTag::Equal => ' ',
+            similar::ChangeTag::Delete => '-',
+            similar::ChangeTag::Insert => '+',
+        };
+        out.push(sign);
+        out.push(' ');
+        out.push_str(change.value().trim_end_matches('\n'));
+        out.push('\n');
     }
     out
 }

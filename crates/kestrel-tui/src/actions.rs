@@ -45,7 +45,7 @@ impl App {
             SlashCommand::Custom(index) => {
                 if let Some(custom) = self.custom_commands.get(index) {
                     let prompt = commands::expand(&custom.template, &args);
-                    self.send_prompt(prompt);
+                    self.send_prompt(crate::composer::Prompt::text(prompt));
                 }
             }
             SlashCommand::Builtin(builtin) => self.run_builtin(builtin, &args),
@@ -100,9 +100,12 @@ impl App {
         lines.push(Line::default());
         for (keys, what) in [
             ("enter", "send (queued while a turn runs)"),
+            ("tab", "while a turn runs: interrupt it and send now"),
             ("ctrl+j, shift/alt+enter", "new line"),
             ("↑ ↓", "earlier prompts"),
             ("esc", "interrupt the turn"),
+            ("esc esc", "edit an earlier message (forks the session)"),
+            ("@", "mention a file; paste an image's path to attach it"),
             ("pgup pgdn", "scroll the conversation"),
             ("ctrl+o", "expand tool output and reasoning"),
             ("ctrl+l", "redraw"),
@@ -278,6 +281,14 @@ impl App {
         self.push_welcome();
     }
 
+    /// Leaves the current session for `id` (loaded, or attached when it is live).
+    pub(crate) fn switch_to_session(&mut self, id: String, cwd: std::path::PathBuf) {
+        self.leave_session();
+        self.transcript.clear();
+        self.resume_target = Some((id, cwd));
+        self.open_session_if_needed();
+    }
+
     fn leave_session(&mut self) {
         if self.turn.is_some() {
             self.interrupt();
@@ -412,6 +423,7 @@ impl App {
             }
             PickerKind::Resume => self.list_sessions(SessionsPurpose::Resume),
             PickerKind::Sessions => self.list_sessions(SessionsPurpose::Browse),
+            PickerKind::Rewind => self.start_rewind(),
         }
     }
 
@@ -447,11 +459,9 @@ impl App {
             }
             PickerKind::Resume | PickerKind::Sessions => {
                 let Some((id, cwd)) = value.split_once('\n') else { return };
-                self.leave_session();
-                self.transcript.clear();
-                self.resume_target = Some((id.to_owned(), cwd.into()));
-                self.open_session_if_needed();
+                self.switch_to_session(id.to_owned(), cwd.into());
             }
+            PickerKind::Rewind => self.rewind_to(&value),
         }
     }
 }

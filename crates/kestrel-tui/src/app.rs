@@ -6,7 +6,7 @@
 use crate::approval::Approval;
 use crate::cell::{Cell, InfoBody, NoticeLevel};
 use crate::client::{self, Events};
-use crate::composer::Composer;
+use crate::composer::{Composer, Prompt};
 use crate::event::{AppEvent, ConfigSummary, CustomCommand, OpenedSession};
 use crate::picker::{Picker, PickerKind};
 use crate::run::{ResumeTarget, StartOptions};
@@ -37,6 +37,8 @@ pub(crate) struct Turn {
     pub(crate) started: Instant,
     /// Esc or ctrl+c asked to stop it.
     pub(crate) interrupted: bool,
+    /// It was stopped to send a new message at once (Tab while it ran).
+    pub(crate) steered: bool,
 }
 
 /// Something only the run loop can do to the terminal.
@@ -61,7 +63,7 @@ pub(crate) struct App {
     pub(crate) session: SessionState,
     pub(crate) turn: Option<Turn>,
     /// Prompts waiting for the session to open or the running turn to end.
-    pub(crate) queue: VecDeque<String>,
+    pub(crate) queue: VecDeque<Prompt>,
     pub(crate) approvals: VecDeque<Approval>,
     pub(crate) picker: Option<Picker>,
     /// A picker to open once the session is open (/model before the first prompt).
@@ -81,6 +83,8 @@ pub(crate) struct App {
     /// The session to load once connected (resume).
     pub(crate) resume_target: Option<(String, PathBuf)>,
     pub(crate) quit_armed: Option<Instant>,
+    /// When Esc was last pressed on an idle, empty composer (Esc Esc edits a message).
+    pub(crate) last_esc: Option<Instant>,
     pub(crate) should_quit: bool,
     pub(crate) terminal_request: Option<TerminalRequest>,
     /// Ring the bell at the next draw (a permission is waiting).
@@ -121,6 +125,7 @@ impl App {
             resume: options.resume,
             resume_target: None,
             quit_armed: None,
+            last_esc: None,
             should_quit: false,
             terminal_request: None,
             bell: false,
@@ -308,6 +313,8 @@ impl App {
                     self.transcript.scroll_to_bottom();
                 }
             }
+            AppEvent::EditableMessages(result) => self.editable_messages_listed(result),
+            AppEvent::Forked(result) => self.forked(result),
             AppEvent::Redraw => {}
         }
     }
@@ -415,20 +422,30 @@ impl App {
             self.open_session_if_needed();
             return;
         };
-        let Some(text) = self.queue.pop_front() else { return };
-        let blocks = crate::mention::prompt_blocks(&text, &self.cwd);
+        let Some(prompt) = self.queue.pop_front() else { return };
+        let blocks = crate::mention::prompt_blocks(&prompt, &self.cwd);
         client::prompt(connection, session_id.clone(), blocks, self.events.clone());
-        self.transcript.push(Cell::User(text));
+        self.transcript.push(Cell::User(prompt.text));
         self.transcript.scroll_to_bottom();
-        self.turn = Some(Turn { started: Instant::now(), interrupted: false });
+        self.turn = Some(Turn { started: Instant::now(), interrupted: false, steered: false });
         self.restarted_in_turn = false;
         self.status.link = LinkState::Working;
         self.last_update_was_user = false;
     }
 
     /// Queues a prompt (sent at once when the session is idle).
-    pub(crate) fn send_prompt(&mut self, text: String) {
-        self.queue.push_back(text);
+    pub(crate) fn send_prompt(&mut self, prompt: Prompt) {
+        self.queue.push_back(prompt);
+        self.pump();
+    }
+
+    /// Sends `prompt` now: the running turn is interrupted and the prompt goes first.
+    pub(crate) fn steer(&mut self, prompt: Prompt) {
+        self.queue.push_front(prompt);
+        if let Some(turn) = &mut self.turn {
+            turn.steered = true;
+        }
+        self.interrupt();
         self.pump();
     }
 
@@ -450,6 +467,7 @@ impl App {
     fn turn_finished(&mut self, result: Result<acp::StopReason, String>) {
         let turn = self.turn.take();
         let interrupted = turn.as_ref().is_some_and(|turn| turn.interrupted);
+        let steered = turn.as_ref().is_some_and(|turn| turn.steered);
         self.approvals.clear();
         self.status.link = LinkState::Ready;
         match result {
@@ -461,6 +479,8 @@ impl App {
                         NoticeLevel::Warning,
                         "the turn was interrupted when the worker stopped; it was not re-sent. Send it again to retry.",
                     );
+                } else if steered {
+                    self.notice(NoticeLevel::Info, "interrupted to send your new message");
                 } else if interrupted {
                     self.notice(
                         NoticeLevel::Warning,

@@ -1,7 +1,9 @@
 //! The multi-line prompt editor: a `ratatui-textarea` with soft wrapping, prompt
-//! history (Up/Down at the first/last line), and large pastes kept as one block shown as
-//! a placeholder and expanded when the prompt is sent.
+//! history (Up/Down at the first/last line), large pastes kept as one block shown as a
+//! placeholder and expanded when the prompt is sent, and pasted image paths attached as
+//! images.
 
+use crate::attachment::{self, Image};
 use crate::theme;
 use crate::wrap;
 use ratatui::buffer::Buffer;
@@ -22,10 +24,25 @@ struct PasteBlock {
     text: String,
 }
 
+/// A prompt ready to send: its text and attached images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Prompt {
+    pub(crate) text: String,
+    pub(crate) images: Vec<Image>,
+}
+
+impl Prompt {
+    pub(crate) fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), images: Vec::new() }
+    }
+}
+
 /// The prompt being written.
 pub(crate) struct Composer {
     textarea: TextArea<'static>,
     pastes: Vec<PasteBlock>,
+    /// Attached images and the placeholders that stand for them in the text.
+    images: Vec<(String, Image)>,
     history: Vec<String>,
     /// Where Up/Down is in the history; `None` while editing a new prompt.
     history_index: Option<usize>,
@@ -41,7 +58,14 @@ impl Composer {
         textarea.set_cursor_style(Style::default().add_modifier(Modifier::REVERSED));
         textarea.set_placeholder_text("Ask anything · / for commands · @ to mention a file");
         textarea.set_placeholder_style(theme::dim());
-        Self { textarea, pastes: Vec::new(), history: Vec::new(), history_index: None, draft: None }
+        Self {
+            textarea,
+            pastes: Vec::new(),
+            images: Vec::new(),
+            history: Vec::new(),
+            history_index: None,
+            draft: None,
+        }
     }
 
     /// The text as typed (paste blocks as their placeholders).
@@ -69,6 +93,7 @@ impl Composer {
     pub(crate) fn clear(&mut self) {
         self.set_text("");
         self.pastes.clear();
+        self.images.clear();
         self.history_index = None;
         self.draft = None;
     }
@@ -87,8 +112,17 @@ impl Composer {
         self.textarea.insert_str(text);
     }
 
-    /// Inserts pasted text: small pastes as typed text, large ones as one block.
-    pub(crate) fn paste(&mut self, text: &str) {
+    /// Inserts pasted text: the path of an image file (relative to `cwd`) as an attached
+    /// image, small pastes as typed text, large ones as one block.
+    pub(crate) fn paste(&mut self, text: &str, cwd: &std::path::Path) {
+        if let Some(image) = attachment::pasted_image(text, cwd) {
+            let name = image.path.file_name().map(|name| name.to_string_lossy().into_owned());
+            let number = self.images.len() + 1;
+            let placeholder = format!("[Image #{number}: {}]", name.unwrap_or_default());
+            self.textarea.insert_str(&placeholder);
+            self.images.push((placeholder, image));
+            return;
+        }
         let text = text.replace("\r\n", "\n").replace('\r', "\n");
         let lines = text.lines().count();
         if lines > PASTE_BLOCK_LINES || text.chars().count() > PASTE_BLOCK_CHARS {
@@ -101,19 +135,25 @@ impl Composer {
         }
     }
 
-    /// The prompt to send, paste blocks expanded; clears the composer and records the
-    /// typed text in the history.
-    pub(crate) fn take(&mut self) -> String {
+    /// The prompt to send, paste blocks expanded, with the images whose placeholders are
+    /// still in the text; clears the composer and records the typed text in the history.
+    pub(crate) fn take(&mut self) -> Prompt {
         let typed = self.text();
         let mut text = typed.clone();
         for paste in &self.pastes {
             text = text.replacen(&paste.placeholder, &paste.text, 1);
         }
+        let images = self
+            .images
+            .iter()
+            .filter(|(placeholder, _)| typed.contains(placeholder.as_str()))
+            .map(|(_, image)| image.clone())
+            .collect();
         if !typed.trim().is_empty() && self.history.last() != Some(&typed) {
             self.history.push(typed);
         }
         self.clear();
-        text
+        Prompt { text, images }
     }
 
     /// Adds earlier prompts (of a resumed session) to the history.
@@ -212,11 +252,27 @@ mod tests {
         let mut composer = Composer::new();
         composer.insert_str("look: ");
         let big: String = (0..20).map(|n| format!("line {n}\n")).collect();
-        composer.paste(&big);
+        composer.paste(&big, std::path::Path::new("/"));
         assert_eq!(composer.text(), "look: [Pasted text #1 +20 lines]");
-        let sent = composer.take();
+        let sent = composer.take().text;
         assert!(sent.starts_with("look: line 0\nline 1\n"), "{sent}");
         assert!(composer.is_empty());
+    }
+
+    #[test]
+    fn a_pasted_image_path_is_attached_while_its_placeholder_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shot.png"), [137u8, 80, 78, 71]).unwrap();
+        let mut composer = Composer::new();
+        composer.insert_str("see ");
+        composer.paste("shot.png", dir.path());
+        assert_eq!(composer.text(), "see [Image #1: shot.png]");
+        let prompt = composer.take();
+        assert_eq!(prompt.images.len(), 1);
+        assert_eq!(prompt.images[0].mime_type, "image/png");
+        composer.paste("shot.png", dir.path());
+        composer.set_text("changed my mind");
+        assert!(composer.take().images.is_empty());
     }
 
     #[test]

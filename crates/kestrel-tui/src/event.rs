@@ -82,6 +82,10 @@ pub(crate) enum AppEvent {
         is_patch: bool,
         is_error: bool,
     },
+    /// The session's messages, to pick one to edit (Esc Esc).
+    EditableMessages(Result<Vec<crate::rewind::EditableMessage>, String>),
+    /// The session was forked to edit a message.
+    Forked(Result<crate::rewind::Fork, String>),
     /// Syntax highlighting became available: redraw.
     Redraw,
 }

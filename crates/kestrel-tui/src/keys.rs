@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// A second ctrl+c within this time quits.
 const QUIT_WINDOW: Duration = Duration::from_secs(3);
+/// Esc twice within this time edits an earlier message.
+const DOUBLE_ESC: Duration = Duration::from_millis(800);
 
 /// A menu shown above the composer.
 pub(crate) enum Menu {
@@ -26,7 +28,8 @@ impl App {
             Event::Key(key) if key.kind != KeyEventKind::Release => self.handle_key(key),
             Event::Paste(text) => {
                 if self.approvals.is_empty() && self.picker.is_none() {
-                    self.composer.paste(&text);
+                    let cwd = self.cwd.clone();
+                    self.composer.paste(&text, &cwd);
                 }
             }
             Event::Key(_)
@@ -189,11 +192,20 @@ impl App {
             KeyCode::Enter if shift || alt || ctrl => self.composer.insert_newline(),
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Enter => self.submit(),
+            KeyCode::Tab if self.turn.is_some() && !self.composer.text().trim().is_empty() => {
+                let prompt = self.composer.take();
+                self.steer(prompt);
+            }
             KeyCode::Esc => {
+                let twice = self.last_esc.take().is_some_and(|at| at.elapsed() < DOUBLE_ESC);
                 if self.turn.is_some() {
                     self.interrupt();
                 } else if self.transcript.is_scrolled() {
                     self.transcript.scroll_to_bottom();
+                } else if twice && self.composer.is_empty() {
+                    self.start_rewind();
+                } else {
+                    self.last_esc = Some(Instant::now());
                 }
             }
             KeyCode::Up if !ctrl && self.composer.cursor_on_first_line() => {
@@ -243,11 +255,11 @@ impl App {
         if self.composer.text().trim().is_empty() {
             return;
         }
-        let text = self.composer.take();
+        let prompt = self.composer.take();
         self.transcript.scroll_to_bottom();
-        if text.trim_start().starts_with('/') && self.run_slash(text.trim()) {
+        if prompt.text.trim_start().starts_with('/') && self.run_slash(prompt.text.trim()) {
             return;
         }
-        self.send_prompt(text);
+        self.send_prompt(prompt);
     }
 }

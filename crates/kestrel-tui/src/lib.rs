@@ -6,6 +6,7 @@
 mod actions;
 mod app;
 mod approval;
+mod attachment;
 mod cell;
 mod client;
 mod commands;
@@ -19,6 +20,7 @@ mod keys;
 mod markdown;
 mod mention;
 mod picker;
+mod rewind;
 mod run;
 mod status;
 mod terminal;

@@ -2,6 +2,7 @@
 //! background when the first `@` is typed), fuzzy-matched against what follows the `@`.
 //! A sent prompt carries each mentioned file that exists as an ACP resource link.
 
+use crate::composer::Prompt;
 use crate::fuzzy;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -38,9 +39,10 @@ pub(crate) fn matches(query: &str, files: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The prompt as ACP content blocks: the text, then a resource link for every
-/// `@path` in it that names an existing file under `cwd`.
-pub(crate) fn prompt_blocks(text: &str, cwd: &Path) -> Vec<Value> {
+/// The prompt as ACP content blocks: the text, a resource link for every `@path` in it
+/// that names an existing file under `cwd`, then the attached images.
+pub(crate) fn prompt_blocks(prompt: &Prompt, cwd: &Path) -> Vec<Value> {
+    let text = prompt.text.as_str();
     let mut blocks = vec![json!({"type": "text", "text": text})];
     let mut seen: Vec<String> = Vec::new();
     for word in text.split_whitespace() {
@@ -59,6 +61,9 @@ pub(crate) fn prompt_blocks(text: &str, cwd: &Path) -> Vec<Value> {
             "name": path,
             "uri": format!("file://{}", full.display()),
         }));
+    }
+    for image in &prompt.images {
+        blocks.push(json!({"type": "image", "mimeType": image.mime_type, "data": image.data}));
     }
     blocks
 }
@@ -80,8 +85,17 @@ mod tests {
         let files = list_files(work.path());
         assert_eq!(files, ["README.md", "src/main.rs"]);
         assert_eq!(matches("main", &files), ["src/main.rs"]);
-        let blocks = prompt_blocks("look at @src/main.rs, not @nope.rs", work.path());
-        assert_eq!(blocks.len(), 2);
+        let mut prompt = Prompt::text("look at @src/main.rs, not @nope.rs");
+        prompt.images.push(crate::attachment::Image {
+            path: "x.png".into(),
+            mime_type: "image/png",
+            data: "AQID".into(),
+        });
+        let blocks = prompt_blocks(&prompt, work.path());
+        assert_eq!(blocks.len(), 3);
+        let image: kestrel_protocol::acp::ContentBlock =
+            serde_json::from_value(blocks[2].clone()).unwrap();
+        assert!(matches!(image, kestrel_protocol::acp::ContentBlock::Image(_)));
         assert_eq!(blocks[1]["name"], "src/main.rs");
         let request: kestrel_protocol::acp::ContentBlock =
             serde_json::from_value(blocks[1].clone()).unwrap();

@@ -21,6 +21,8 @@ pub(crate) enum PickerKind {
     Mode,
     Resume,
     Sessions,
+    /// A message to edit (Esc Esc).
+    Rewind,
 }
 
 /// One choice.

@@ -10,8 +10,6 @@ use crate::event::AppEvent;
 use crate::highlight;
 use crate::terminal;
 use crate::ui;
-use crossterm::event::EventStream;
-use futures_util::StreamExt;
 use kestrel_store::KestrelHome;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -77,7 +75,7 @@ async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, T
     let (events, mut receiver) = mpsc::channel::<AppEvent>(1024);
     let mut app = App::new(options, home, events.clone());
     screen.draw(|frame| ui::draw(frame, &mut app))?;
-    let mut input = EventStream::new();
+    let mut input = spawn_input_reader();
     app.start();
     let redraw = events.clone();
     highlight::on_ready(move || {
@@ -103,13 +101,24 @@ async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, T
             _ = terminate.recv() => { exit_signal = Some(libc::SIGTERM); break; }
             _ = hangup.recv() => { exit_signal = Some(libc::SIGHUP); break; }
             _ = interrupt.recv() => { exit_signal = Some(libc::SIGINT); break; }
-            key = input.next() => match key {
-                Some(Ok(event)) => {
+            key = input.recv() => match key {
+                Some(event) => {
                     app.handle_terminal_event(event);
+                    // Keys that arrived together (fast typing, a paste without bracketed
+                    // paste) are drawn in one frame.
+                    for _ in 0..BATCH {
+                        if app.should_quit {
+                            break;
+                        }
+                        match input.try_recv() {
+                            Ok(event) => app.handle_terminal_event(event),
+                            Err(_) => break,
+                        }
+                    }
                     draw_now = true;
                 }
                 // The terminal is gone.
-                Some(Err(_)) | None => break,
+                None => break,
             },
             event = receiver.recv() => {
                 if let Some(event) = event {
@@ -135,8 +144,8 @@ async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, T
         }
         if draw_now || (dirty && last_frame.elapsed() >= FRAME) {
             if std::mem::take(&mut app.bell) {
-                let mut stdout = std::io::stdout();
-                let _ = stdout.write_all(b"\x07");
+                // Sent with the frame (ratatui flushes after drawing).
+                let _ = screen.backend_mut().write_all(b"\x07");
             }
             screen.draw(|frame| ui::draw(frame, &mut app))?;
             last_frame = Instant::now();
@@ -145,4 +154,18 @@ async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, T
     }
     terminal::restore();
     Ok(TuiExit { session_id: app.session_id().map(str::to_owned), signal: exit_signal })
+}
+
+/// Reads terminal events on a thread of its own (crossterm's reads block) and hands them
+/// to the loop. The thread ends with the process, or when the terminal fails.
+fn spawn_input_reader() -> mpsc::Receiver<crossterm::event::Event> {
+    let (sender, receiver) = mpsc::channel(1024);
+    let _ = std::thread::Builder::new().name("kestrel-input".into()).spawn(move || {
+        while let Ok(event) = crossterm::event::read() {
+            if sender.blocking_send(event).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
 }

@@ -13,12 +13,16 @@ use crossterm::terminal::{
 use crossterm::{cursor, execute};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use std::io::{self, Stdout};
+use std::io::{self, BufWriter, Stdout};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The terminal the UI draws on.
-pub(crate) type Screen = Terminal<CrosstermBackend<Stdout>>;
+pub(crate) type Screen = Terminal<CrosstermBackend<BufWriter<Stdout>>>;
+
+/// A frame is written in one go (ratatui flushes after each draw), not in stdout's
+/// small line-buffer pieces that a terminal could show half-drawn.
+const OUTPUT_BUFFER: usize = 64 * 1024;
 
 /// Whether the terminal is in our mode (so restore has work to do).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -37,7 +41,8 @@ pub(crate) fn enter() -> io::Result<Screen> {
         }));
     });
     set_modes()?;
-    let mut screen = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let output = BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout());
+    let mut screen = Terminal::new(CrosstermBackend::new(output))?;
     screen.hide_cursor()?;
     Ok(screen)
 }

@@ -70,15 +70,21 @@ fn draw_middle(app: &App, area: Rect, buffer: &mut Buffer) {
         let elapsed = turn.started.elapsed();
         let frame = (elapsed.as_millis() / 120) as usize % SPINNER.len();
         let label = if turn.interrupted { "Interrupting" } else { "Working" };
+        let keys = if app.composer.is_empty() {
+            "esc to interrupt"
+        } else {
+            "enter queues · tab sends now · esc to interrupt"
+        };
         let line = Line::from(vec![
             Span::styled(format!(" {} ", SPINNER[frame]), theme::accent()),
             Span::styled(label, theme::bold()),
-            Span::styled(format!(" {}s · esc to interrupt", elapsed.as_secs()), theme::dim()),
+            Span::styled(format!(" {}s · {keys}", elapsed.as_secs()), theme::dim()),
         ]);
         line.render(Rect { y: row, height: 1, ..area }, buffer);
         row += 1;
     }
-    for text in app.queue.iter().take(QUEUE_LINES) {
+    for prompt in app.queue.iter().take(QUEUE_LINES) {
+        let text = &prompt.text;
         if row >= area.y + area.height {
             break;
         }
