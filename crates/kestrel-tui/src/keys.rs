@@ -197,7 +197,8 @@ impl App {
                 self.steer(prompt);
             }
             KeyCode::Esc => {
-                let twice = self.last_esc.take().is_some_and(|at| at.elapsed() < DOUBLE_ESC);
+                // Two Escs read together arrive as one Alt+Esc.
+                let twice = alt || self.last_esc.take().is_some_and(|at| at.elapsed() < DOUBLE_ESC);
                 if self.turn.is_some() {
                     self.interrupt();
                 } else if self.transcript.is_scrolled() {

@@ -1,0 +1,276 @@
+//! More of the interactive UI through a pty: plans, queued and steered messages, file
+//! mentions, custom commands, quitting, editing an earlier message (fork), image paste,
+//! wide text, and the /new, /sessions, /diff and /init commands.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod tui_support;
+
+use kestrel_testkit::{Fault, Key, Script, Step, vt100};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tui_support::{TuiTest, WAIT};
+
+fn slow_text(words: usize, delay_ms: u64) -> Step {
+    let text: String = (1..=words).map(|n| format!("word{n} ")).collect();
+    Step::text(&text).with_fault(Fault::SlowChunks { delay_ms })
+}
+
+#[test]
+fn a_plan_shows_as_a_checklist() {
+    let plan = json!({"plan": [
+        {"step": "read the parser", "status": "completed"},
+        {"step": "fix the off-by-one", "status": "in_progress"},
+        {"step": "add a test", "status": "pending"}
+    ]});
+    let script = Script::new([Step::tool_call("update_plan", plan), Step::text("Planned.")]);
+    let mut test = TuiTest::new(script).with_config_first("mode = \"auto\"");
+    test.start(&[]);
+    test.send("plan it");
+    test.wait("Planned.");
+    test.snapshot("plan");
+}
+
+#[test]
+fn a_message_typed_during_a_turn_is_queued_and_sent_after_it() {
+    let script = Script::new([slow_text(30, 60), Step::text("Second answer.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("first");
+    test.wait("word2");
+    test.send("second");
+    test.wait("↳ queued: second");
+    test.wait("Second answer.");
+    let screen = test.settled();
+    assert!(screen.contains("word30"), "the first turn ran to its end: {screen}");
+    let second = test.env.requests()[1].body.to_string();
+    assert!(second.contains("second"), "{second}");
+}
+
+#[test]
+fn tab_during_a_turn_interrupts_it_and_sends_the_message_now() {
+    let script = Script::new([slow_text(200, 100), Step::text("Steered.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("first");
+    test.wait("word2");
+    test.type_text("change course");
+    test.wait("tab sends now");
+    test.press(Key::Tab);
+    test.wait("Steered.");
+    let screen = test.settled();
+    assert!(screen.contains("interrupted to send your new message"), "{screen}");
+    assert!(!screen.contains("word200"), "{screen}");
+    let second = test.env.requests().last().unwrap().body.to_string();
+    assert!(second.contains("change course"), "{second}");
+}
+
+#[test]
+fn at_mentions_complete_file_paths_and_send_them_as_links() {
+    let mut test = TuiTest::new(Script::new([Step::text("Read it.")]));
+    std::fs::create_dir_all(test.work_file("src")).unwrap();
+    std::fs::write(test.work_file("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(test.work_file("README.md"), "# demo\n").unwrap();
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.type_text("look at @mai");
+    test.wait("@src/main.rs");
+    test.snapshot("mention_menu");
+    test.press(Key::Tab);
+    test.wait("look at @src/main.rs");
+    test.press(Key::Enter);
+    test.wait("Read it.");
+    let sent = test.env.requests()[0].body.to_string();
+    assert!(sent.contains("src/main.rs"), "{sent}");
+}
+
+#[test]
+fn custom_commands_come_from_project_and_user_files() {
+    let mut test = TuiTest::new(Script::new([Step::text("Reviewed.")]));
+    let project = test.work_file(".kestrel/commands");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("review.md"),
+        "---\ndescription: review a file\n---\nReview $ARGUMENTS carefully.\n",
+    )
+    .unwrap();
+    let user = test.env.home.path().join("commands");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(user.join("explain.md"), "Explain this code.\n").unwrap();
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.type_text("/re");
+    test.wait("review a file");
+    test.snapshot("custom_command_menu");
+    test.type_text("view lib.rs");
+    test.press(Key::Enter);
+    test.wait("Reviewed.");
+    let sent = test.env.requests()[0].body.to_string();
+    assert!(sent.contains("Review lib.rs carefully."), "{sent}");
+}
+
+#[test]
+fn ctrl_c_twice_quits_and_says_how_to_resume() {
+    let mut test = TuiTest::new(Script::new([Step::text("Bye.")]));
+    test.start(&[]);
+    test.send("hello");
+    test.wait("Bye.");
+    test.press(Key::Ctrl('c'));
+    test.wait("press ctrl+c again to quit");
+    test.press(Key::Ctrl('c'));
+    let code = test.pty.as_mut().unwrap().wait_exit(WAIT).unwrap();
+    assert_eq!(code, Some(0));
+    let screen = test.wait("kestrel resume").replace('\n', "");
+    let id = test.env.records()[0].file_stem().unwrap().to_string_lossy().into_owned();
+    assert!(screen.contains(&format!("continue it with `kestrel resume {id}`")), "{screen}");
+}
+
+#[test]
+fn esc_esc_edits_an_earlier_message_in_a_fork() {
+    let script = Script::new([
+        Step::text("First answer."),
+        Step::text("Second answer."),
+        Step::text("Edited answer."),
+    ]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("first question");
+    test.wait("First answer.");
+    test.send("second question");
+    test.wait("Second answer.");
+    test.wait("● ready");
+    // Two presses a moment apart (read together, two Escs are one key to a terminal app).
+    test.press(Key::Esc);
+    std::thread::sleep(Duration::from_millis(100));
+    test.press(Key::Esc);
+    test.wait("Edit an earlier message");
+    test.wait("message 1 of 2");
+    test.snapshot("edit_message_picker");
+    test.press(Key::Down);
+    test.press(Key::Enter);
+    test.wait_until("the fork opened with the message to edit", |screen| {
+        screen.contains("› first question") && !screen.contains("First answer.")
+    });
+    test.wait("● ready");
+    test.type_text(", edited");
+    test.press(Key::Enter);
+    test.wait("Edited answer.");
+    let last = test.env.requests().last().unwrap().body.to_string();
+    assert!(last.contains("first question, edited"), "{last}");
+    assert!(!last.contains("second question"), "the fork ends before the edited message: {last}");
+    assert_eq!(test.env.records().len(), 2, "the original session is kept");
+}
+
+#[test]
+fn a_pasted_image_path_is_sent_as_an_image() {
+    let mut test = TuiTest::new(Script::new([Step::text("A tiny picture.")]));
+    // A 1x1 PNG.
+    let png: [u8; 67] = [
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
+        0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00,
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49,
+        0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    ];
+    std::fs::write(test.work_file("shot.png"), png).unwrap();
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.type_text("what is in ");
+    test.pty().paste("shot.png").unwrap();
+    test.wait("what is in [Image #1: shot.png]");
+    test.press(Key::Enter);
+    test.wait("A tiny picture.");
+    let sent = test.env.requests()[0].body.to_string();
+    assert!(sent.contains("iVBORw0KGgo"), "the PNG's base64 reached the model: {sent}");
+}
+
+#[test]
+fn wide_and_combining_characters_keep_their_columns() {
+    let answer =
+        "日本語のテキストを折り返します。絵文字 🎉🎉 もあります。café and cafe\u{301} are equal.";
+    let mut test = TuiTest::new(Script::new([Step::text(answer)]));
+    test.start(&[]);
+    test.pty().resize(24, 40).unwrap();
+    test.send("unicode");
+    test.wait("equal.");
+    test.snapshot("wide_text");
+}
+
+#[test]
+fn new_starts_another_session_and_sessions_lists_them() {
+    let script = Script::new([Step::text("One."), Step::text("Two.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("session one");
+    test.wait("One.");
+    test.send("/new");
+    test.wait_until("a fresh screen", |screen| !screen.contains("One."));
+    test.send("session two");
+    test.wait("Two.");
+    assert_eq!(test.env.records().len(), 2);
+    test.send("/sessions");
+    test.wait("session one");
+    test.snapshot("sessions_picker");
+}
+
+#[test]
+fn diff_shows_uncommitted_changes_and_init_writes_agents_md_once() {
+    let mut test = TuiTest::new(Script::new([]));
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(test.env.work.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    };
+    std::fs::write(test.work_file("a.txt"), "one\ntwo\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "start"]);
+    std::fs::write(test.work_file("a.txt"), "one\nTWO\n").unwrap();
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.send("/diff");
+    test.wait("+TWO");
+    let screen = test.settled();
+    let masked: String = screen
+        .lines()
+        .map(|line| if line.starts_with("index ") { "index <hashes>" } else { line })
+        .collect::<Vec<_>>()
+        .join("\n");
+    kestrel_testkit::assert_snapshot(&tui_support::snapshot_dir(), "diff", &masked);
+    test.send("/init");
+    test.wait("Wrote a starter");
+    let agents = std::fs::read_to_string(test.work_file("AGENTS.md")).unwrap();
+    assert!(agents.starts_with("# AGENTS.md"), "{agents}");
+    test.send("/init");
+    test.wait("already exists");
+}
+
+#[test]
+fn code_blocks_are_highlighted_once_syntaxes_load() {
+    let answer = "```rust\nfn main() {\n    let x = 1;\n}\n```\n";
+    let mut test = TuiTest::new(Script::new([Step::text(answer)]));
+    test.start(&[]);
+    test.send("code please");
+    let screen = test.wait("let x = 1;");
+    let row = screen.lines().position(|line| line.contains("fn main()")).unwrap();
+    let col = screen.lines().nth(row).unwrap().find("fn main()").unwrap();
+    let (row, col) = (u16::try_from(row).unwrap(), u16::try_from(col).unwrap());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let colour = test.pty().with_screen(|screen| screen.cell(row, col).unwrap().fgcolor());
+        // Plain code is light grey (ANSI 7); highlighted keywords get a 256-colour entry.
+        if matches!(colour, vt100::Color::Idx(index) if index >= 16) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "`fn` never got a syntax colour: {colour:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
