@@ -22,6 +22,14 @@ pub const DEFAULT_CATALOG_URL: &str = "https://models.dev/api.json";
 /// How long an idle worker with no client lives when `[agent] idle_worker_minutes` is unset.
 pub const DEFAULT_IDLE_WORKER_MINUTES: u64 = 30;
 
+/// The share of the context window at which a session compacts itself when
+/// `[agent] compact_at` is unset.
+pub const DEFAULT_COMPACT_AT: f64 = 0.85;
+
+/// How many subagents (`task` calls) of one step run at once when `[agent] max_subagents`
+/// is unset.
+pub const DEFAULT_MAX_SUBAGENTS: u32 = 4;
+
 /// Why the configuration could not be loaded. Every variant names the file to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -173,17 +181,27 @@ pub struct PermissionSettings {
 }
 
 /// `[agent]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AgentSettings {
     /// How many tool calls of one model response may run at once; `None`: the agent's default.
     pub max_parallel_tools: Option<u32>,
     /// How long a worker with no client stays alive.
     pub idle_worker_minutes: u64,
+    /// The share of the model's context window (0 < x <= 1) past which the session
+    /// compacts its conversation before the next model request.
+    pub compact_at: f64,
+    /// How many `task` calls (subagents) of one model response run at once; at least 1.
+    pub max_subagents: u32,
 }
 
 impl Default for AgentSettings {
     fn default() -> Self {
-        Self { max_parallel_tools: None, idle_worker_minutes: DEFAULT_IDLE_WORKER_MINUTES }
+        Self {
+            max_parallel_tools: None,
+            idle_worker_minutes: DEFAULT_IDLE_WORKER_MINUTES,
+            compact_at: DEFAULT_COMPACT_AT,
+            max_subagents: DEFAULT_MAX_SUBAGENTS,
+        }
     }
 }
 
@@ -381,6 +399,24 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
             message: "`max_turns` must be at least 1".into(),
         });
     }
+    let agent_path = || source_of(&|layer| layer.sets("agent"));
+    if let Some(fraction) = file.agent.compact_at
+        && !(fraction > 0.0 && fraction <= 1.0)
+    {
+        return Err(ConfigError::Invalid {
+            path: agent_path(),
+            message: format!(
+                "`[agent] compact_at` is the share of the context window at which to compact: \
+                 a number above 0 and at most 1 (e.g. 0.85), got {fraction}"
+            ),
+        });
+    }
+    if file.agent.max_subagents == Some(0) {
+        return Err(ConfigError::Invalid {
+            path: agent_path(),
+            message: "`[agent] max_subagents` must be at least 1".into(),
+        });
+    }
     let mut providers = BTreeMap::new();
     for (name, table) in file.providers {
         let path = source_of(&|layer| layer.defines("providers", &name));
@@ -411,6 +447,8 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
                 .agent
                 .idle_worker_minutes
                 .unwrap_or(DEFAULT_IDLE_WORKER_MINUTES),
+            compact_at: file.agent.compact_at.unwrap_or(DEFAULT_COMPACT_AT),
+            max_subagents: file.agent.max_subagents.unwrap_or(DEFAULT_MAX_SUBAGENTS),
         },
         sources: layers.into_iter().map(|layer| layer.path).collect(),
     })
@@ -675,6 +713,8 @@ allow_write = ["/w/docs"]
 [agent]
 max_parallel_tools = 4
 idle_worker_minutes = 5
+compact_at = 0.5
+max_subagents = 2
 "#,
         )
         .unwrap();
@@ -694,7 +734,12 @@ idle_worker_minutes = 5
         assert_eq!(config.permissions.allow_write, [PathBuf::from("/w/docs")]);
         assert_eq!(
             config.agent,
-            AgentSettings { max_parallel_tools: Some(4), idle_worker_minutes: 5 }
+            AgentSettings {
+                max_parallel_tools: Some(4),
+                idle_worker_minutes: 5,
+                compact_at: 0.5,
+                max_subagents: 2
+            }
         );
     }
 
@@ -709,6 +754,21 @@ idle_worker_minutes = 5
         let message =
             parse("[mcp_servers.x]\nurl = \"b\"\nargs = [\"a\"]\n").unwrap_err().to_string();
         assert!(message.contains("apply only"), "{message}");
+    }
+
+    #[test]
+    fn compact_at_must_be_a_fraction_and_max_subagents_at_least_one() {
+        for bad in ["0", "0.0", "1.5", "-0.2", "nan"] {
+            let message = parse(&format!("[agent]\ncompact_at = {bad}\n")).unwrap_err().to_string();
+            assert!(
+                message.starts_with("/h/config.toml") && message.contains("compact_at"),
+                "{bad}: {message}"
+            );
+        }
+        let message = parse("[agent]\nmax_subagents = 0\n").unwrap_err().to_string();
+        assert!(message.contains("max_subagents` must be at least 1"), "{message}");
+        let config = parse("[agent]\ncompact_at = 1\n").unwrap();
+        assert_eq!((config.agent.compact_at, config.agent.max_subagents), (1.0, 4));
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub(super) struct PermissionsTable {
 pub(super) struct AgentTable {
     pub max_parallel_tools: Option<u32>,
     pub idle_worker_minutes: Option<u64>,
+    pub compact_at: Option<f64>,
+    pub max_subagents: Option<u32>,
 }
 
 /// The built-in providers, as a bottom layer that user and project files merge over
