@@ -1,7 +1,7 @@
 //! What a session reports while a turn runs. Hosts map these to their own surface:
 //! the exec host to `exec --json` lines or stderr progress, the worker to ACP updates.
 
-use kestrel_protocol::{Notice, StopReason, Usage};
+use kestrel_protocol::{Notice, SessionId, StopReason, Usage};
 use kestrel_tools::{FileChange, PlanStep};
 
 /// One thing that happened in a turn, in order.
@@ -45,8 +45,25 @@ pub enum AgentEvent {
         changes: Vec<FileChange>,
     },
     Plan(Vec<PlanStep>),
+    /// A `task` call's child session exists (its record names this session as parent).
+    SubagentStarted {
+        call_id: String,
+        session_id: SessionId,
+    },
+    /// A `task` call's child session ended its turn; `usage` is what it spent, which the
+    /// turn's totals include (the parent's record has no `usage` item for it).
+    SubagentFinished {
+        call_id: String,
+        session_id: SessionId,
+        usage: Usage,
+    },
     /// Tokens and cost of one model request.
     Usage(Usage),
+    /// The conversation was compacted (a `notice` says so too); estimated context tokens.
+    Compacted {
+        tokens_before: u64,
+        tokens_after: u64,
+    },
     /// A model request is being retried (the URL and why).
     Retrying {
         message: String,

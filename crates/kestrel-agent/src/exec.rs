@@ -7,13 +7,15 @@ use crate::approval::Unattended;
 use crate::event::AgentEvent;
 use crate::session::EventSink;
 use crate::setup::{Launch, open_session};
+use crate::subagent::ProcessHost;
 use futures_util::future::BoxFuture;
 use kestrel_protocol::{
-    EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecPlanStep, StopReason,
+    EXEC_EVENT_VERSION, ExecError, ExecEvent, ExecItem, ExecItemKind, ExecPlanStep, SessionId,
+    StopReason,
 };
 use kestrel_store::SessionIndex;
 use kestrel_tools::PlanStepStatus;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -71,6 +73,13 @@ pub async fn run_exec(
         }
     };
     let mut session = open_session(&launch, resume_id.as_ref(), Arc::new(Unattended))?;
+    // Subagents run as `kestrel worker` processes of this host (ARCHITECTURE §2); a
+    // subagent session never starts its own.
+    if session.parent_id().is_none()
+        && let Ok(program) = std::env::current_exe()
+    {
+        session.set_subagent_host(Arc::new(ProcessHost::new(launch.home.clone(), program)));
+    }
     let printer = Printer::new(output, options.json, options.progress);
     if options.json {
         printer.event(&ExecEvent::SessionStarted {
@@ -103,11 +112,23 @@ struct Printer {
     json: bool,
     progress: bool,
     started: Mutex<HashSet<String>>,
+    /// The child session of each `task` call that started one.
+    children: Mutex<HashMap<String, SessionId>>,
 }
 
 impl Printer {
     fn new(output: ExecOutput, json: bool, progress: bool) -> Self {
-        Self { output: Mutex::new(output), json, progress, started: Mutex::new(HashSet::new()) }
+        Self {
+            output: Mutex::new(output),
+            json,
+            progress,
+            started: Mutex::new(HashSet::new()),
+            children: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn child_of(&self, call_id: &str) -> Option<SessionId> {
+        self.children.lock().ok().and_then(|children| children.get(call_id).cloned())
     }
 
     fn event(&self, event: &ExecEvent) {
@@ -182,9 +203,28 @@ impl Printer {
                     arguments,
                     status: "in_progress".into(),
                     output: None,
+                    session_id: None,
                 };
                 vec![ExecEvent::ItemStarted { item: item(call_id, kind) }]
             }
+            AgentEvent::SubagentStarted { call_id, session_id } => {
+                if let Ok(mut children) = self.children.lock() {
+                    children.insert(call_id.clone(), session_id.clone());
+                }
+                let kind = ExecItemKind::ToolCall {
+                    call_id: call_id.clone(),
+                    name: crate::subagent::TASK_TOOL.into(),
+                    arguments: String::new(),
+                    status: "in_progress".into(),
+                    output: None,
+                    session_id: Some(session_id),
+                };
+                vec![ExecEvent::ItemUpdated { item: item(call_id, kind) }]
+            }
+            AgentEvent::SubagentFinished { session_id, usage, .. } => {
+                vec![ExecEvent::Usage { usage: usage.into(), session_id: Some(session_id) }]
+            }
+            AgentEvent::Compacted { .. } => Vec::new(),
             AgentEvent::ToolCallCompleted {
                 call_id,
                 name,
@@ -200,6 +240,7 @@ impl Printer {
                     arguments,
                     status: status.into(),
                     output: Some(output),
+                    session_id: self.child_of(&call_id),
                 };
                 let mut events =
                     vec![ExecEvent::ItemCompleted { item: item(call_id.clone(), kind) }];
@@ -234,7 +275,9 @@ impl Printer {
                     item: item("plan".into(), ExecItemKind::Plan { steps }),
                 }]
             }
-            AgentEvent::Usage(usage) => vec![ExecEvent::Usage { usage: usage.into() }],
+            AgentEvent::Usage(usage) => {
+                vec![ExecEvent::Usage { usage: usage.into(), session_id: None }]
+            }
             AgentEvent::Retrying { message } => {
                 self.note(&message);
                 Vec::new()
@@ -283,7 +326,12 @@ impl Printer {
                 self.note(&format!("  ✗ {name}: {first}"));
             }
             AgentEvent::Retrying { message } => self.note(&message),
+            AgentEvent::SubagentStarted { session_id, .. } => {
+                self.note(&format!("  ↳ subagent {session_id}"));
+            }
             AgentEvent::TurnStarted
+            | AgentEvent::SubagentFinished { .. }
+            | AgentEvent::Compacted { .. }
             | AgentEvent::Notice(_)
             | AgentEvent::ToolCallRunning { .. }
             | AgentEvent::TextDelta { .. }

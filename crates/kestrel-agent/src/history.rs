@@ -1,9 +1,9 @@
 //! The conversation as the model sees it, rebuilt from record items. Resume replays a
-//! record through `History::apply`, so a resumed session sends the same messages the
+//! record through [`History::replay`], so a resumed session sends the same messages the
 //! original would have.
 
 use kestrel_model::{ContentPart, Message, Reasoning, ToolCall};
-use kestrel_protocol::RecordItem;
+use kestrel_protocol::{RecordEntry, RecordItem};
 
 /// Model messages built from record items, in order.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -12,8 +12,48 @@ pub struct History {
 }
 
 impl History {
+    /// The conversation a record holds: from its newest `compaction` item, that item's
+    /// summary, then the items it kept verbatim (indices `replaces_through + 1` up to the
+    /// compaction item, older compaction items among them skipped), then every item after
+    /// it. A record never compacted is replayed whole.
+    pub fn replay(entries: &[RecordEntry]) -> History {
+        let mut history = History::default();
+        let newest = entries.iter().rposition(|e| matches!(e.item, RecordItem::Compaction { .. }));
+        let Some(index) = newest else {
+            for entry in entries {
+                history.apply(&entry.item);
+            }
+            return history;
+        };
+        let compaction = &entries[index].item;
+        let RecordItem::Compaction { replaces_through, .. } = compaction else {
+            return history;
+        };
+        history.apply(compaction);
+        let kept_from = usize::try_from(*replaces_through).map_or(index, |r| r.saturating_add(1));
+        let kept = entries[kept_from.min(index)..index]
+            .iter()
+            .filter(|entry| !matches!(entry.item, RecordItem::Compaction { .. }))
+            // A kept range never starts with a result whose call was summarised; a record
+            // whose indices are off (unreadable lines) must not produce one either.
+            .skip_while(|entry| matches!(entry.item, RecordItem::ToolResult { .. }));
+        for entry in kept.chain(&entries[index + 1..]) {
+            history.apply(&entry.item);
+        }
+        history
+    }
+
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// How many messages the conversation has.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
     }
 
     pub fn push(&mut self, message: Message) {
@@ -95,5 +135,63 @@ impl History {
             })
             .collect();
         tool_calls.iter().filter(|call| !answered.contains(&call.id.as_str())).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kestrel_protocol::Timestamp;
+
+    fn entry(item: RecordItem) -> RecordEntry {
+        RecordEntry { ts: Timestamp::now(), item }
+    }
+
+    fn user(text: &str) -> RecordEntry {
+        entry(RecordItem::UserMessage { text: text.into() })
+    }
+
+    fn texts(history: &History) -> Vec<String> {
+        history
+            .messages()
+            .iter()
+            .map(|message| match message {
+                Message::User { content } => match &content[0] {
+                    ContentPart::Text(text) => text.clone(),
+                    ContentPart::Image { .. } => "image".into(),
+                },
+                Message::Assistant { text, .. } => text.clone(),
+                Message::ToolResult { content, .. } => content.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn replay_starts_with_the_newest_summary_then_the_kept_items_then_the_rest() {
+        let entries = vec![
+            user("a"),                                                                   // 0
+            user("b"),                                                                   // 1
+            entry(RecordItem::Compaction { summary: "S1".into(), replaces_through: 0 }), // 2
+            user("c"),                                                                   // 3
+            user("d"),                                                                   // 4
+            entry(RecordItem::Compaction { summary: "S2".into(), replaces_through: 3 }), // 5
+            user("e"),                                                                   // 6
+        ];
+        let replayed = texts(&History::replay(&entries));
+        assert_eq!(replayed.len(), 3);
+        assert!(replayed[0].contains("compacted") && replayed[0].ends_with("S2"));
+        assert_eq!(replayed[1..], ["d", "e"]);
+
+        // The older summary's kept items may stay too: the older item itself is skipped.
+        let mut keep_more = entries.clone();
+        keep_more[5] = entry(RecordItem::Compaction { summary: "S2".into(), replaces_through: 0 });
+        let replayed = texts(&History::replay(&keep_more));
+        assert_eq!(replayed[1..], ["b", "c", "d", "e"]);
+    }
+
+    #[test]
+    fn a_record_never_compacted_is_replayed_whole() {
+        let entries = vec![user("a"), user("b")];
+        assert_eq!(texts(&History::replay(&entries)), ["a", "b"]);
     }
 }

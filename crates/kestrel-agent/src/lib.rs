@@ -3,6 +3,8 @@
 //! that serves it over ACP.
 
 mod approval;
+mod compaction;
+mod context;
 mod control;
 mod error;
 mod event;
@@ -11,6 +13,7 @@ mod history;
 mod instructions;
 mod session;
 mod setup;
+mod subagent;
 mod worker;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, Unattended};
@@ -20,8 +23,12 @@ pub use event::AgentEvent;
 pub use exec::{ExecOptions, ExecOutput, ResumeTarget, run_exec};
 pub use history::History;
 pub use instructions::{InstructionFile, find_instructions, repository_root};
-pub use session::{EventSink, Session, SessionSettings, TurnResult};
+pub use session::{CompactionReport, EventSink, Session, SessionSettings, TurnResult};
 pub use setup::{
-    Launch, ResolvedModel, choose_model, open_session, resolve_model, resume_session, system_prompt,
+    Launch, ResolvedModel, choose_model, open_child_session, open_session, resolve_model,
+    resume_session, system_prompt,
+};
+pub use subagent::{
+    ChildOutcome, ChildRequest, ChildSession, ProcessHost, SubagentHost, TASK_TOOL,
 };
 pub use worker::{Logger, WorkerOptions, run_worker};

@@ -1,25 +1,34 @@
 //! One session: its record, its conversation and the turn loop
 //! (model → tool calls → results → model, until a final answer).
 //! Every item is written to the record as it happens, so a crash loses nothing written.
+//! Before each model request the context is measured; past the threshold the older part
+//! of the conversation is compacted into a summary (`compact`).
 
-use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+mod compact;
+mod dispatch;
+mod response;
+
+pub use compact::CompactionReport;
+
+use crate::approval::Approver;
+use crate::context::{ContextGauge, text_tokens};
 use crate::control::{ModelChoice, SessionControl};
 use crate::history::History;
+use crate::subagent::{SubagentHost, task_spec};
 use crate::{AgentError, AgentEvent};
-use futures_util::future::{BoxFuture, join_all};
+use futures_util::future::BoxFuture;
 use kestrel_model::{
     ContentPart, FinishReason, Message, ModelClient, ModelError, ModelRequest, ReasoningEffort,
-    StreamEvent, ToolCall, ToolSpec,
+    ToolSpec,
 };
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
 };
 use kestrel_store::{KestrelHome, PermissionSettings, SessionRecord};
+use kestrel_tools::ToolRegistry;
 use kestrel_tools::checkpoint::{Checkpointer, UndoError, UndoOptions, UndoReport};
-use kestrel_tools::permission::{
-    AllowList, Assessment, PermissionPolicy, SandboxStatus, save_rules,
-};
-use kestrel_tools::{ToolContext, ToolImage, ToolOutput, ToolRegistry};
+use kestrel_tools::permission::{AllowList, PermissionPolicy, SandboxStatus};
+use response::{Response, Step};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -62,6 +71,11 @@ pub struct SessionSettings {
     pub home: KestrelHome,
     /// The user's `[permissions]`: what `ask` runs without asking.
     pub permissions: PermissionSettings,
+    /// The share of the context window past which the conversation is compacted before
+    /// the next request (`[agent] compact_at`).
+    pub compact_at: f64,
+    /// How many `task` calls of one response run at once (`[agent] max_subagents`).
+    pub max_subagents: usize,
 }
 
 /// How a turn ended.
@@ -90,6 +104,10 @@ pub struct Session {
     checkpoints: Checkpointer,
     total_usage: Usage,
     next_item: u64,
+    /// Starts child sessions for `task` calls; `None`: the tool is not offered.
+    subagents: Option<Arc<dyn SubagentHost>>,
+    /// How full the context is.
+    gauge: ContextGauge,
 }
 
 impl Session {
@@ -118,7 +136,27 @@ impl Session {
             checkpoints,
             total_usage: Usage::default(),
             next_item: 0,
+            subagents: None,
+            gauge: ContextGauge::default(),
         }
+    }
+
+    /// Lets the model start subagents through `host` (the `task` tool is offered from
+    /// the next request on). Hosts give one to top-level sessions only: a subagent does
+    /// not start subagents of its own.
+    pub fn set_subagent_host(&mut self, host: Arc<dyn SubagentHost>) {
+        self.subagents = Some(host);
+    }
+
+    /// A resumed session's context as its record left it: `tokens` filled by the whole
+    /// conversation replayed.
+    pub(crate) fn resumed_with(&mut self, tokens: u64) {
+        self.gauge.reported(tokens, self.history.len());
+    }
+
+    /// The session that started this one as a subagent, if any.
+    pub fn parent_id(&self) -> Option<&SessionId> {
+        self.record.header().parent_id.as_ref()
     }
 
     pub fn id(&self) -> &SessionId {
@@ -257,6 +295,8 @@ impl Session {
         usage: &mut Usage,
     ) -> Result<(StopReason, String, Option<String>), AgentError> {
         let mut requests = 0u32;
+        // A request the provider refused as too long is retried once, after a compaction.
+        let mut retrying = false;
         loop {
             if let Some(max) = self.settings.max_turns
                 && requests >= max
@@ -264,13 +304,35 @@ impl Session {
                 let message = format!("stopped after {max} model requests (--max-turns {max})");
                 return Ok((StopReason::MaxTurns, String::new(), Some(message)));
             }
+            if !retrying && self.context_is_full() {
+                // A compaction that cannot be done is reported; the request goes anyway.
+                self.compact_history(sink, cancel, usage).await?;
+                if cancel.is_cancelled() {
+                    return Ok((StopReason::Cancelled, String::new(), None));
+                }
+            }
             requests += 1;
             let step = self.model_step(sink, cancel, usage).await?;
             match step {
+                Step::ContextExceeded(message) if !retrying => {
+                    let report = self.compact_history(sink, cancel, usage).await?;
+                    if cancel.is_cancelled() {
+                        return Ok((StopReason::Cancelled, String::new(), None));
+                    }
+                    if !report.compacted {
+                        return Ok((StopReason::Failed, String::new(), Some(message)));
+                    }
+                    retrying = true;
+                    requests -= 1;
+                }
+                Step::ContextExceeded(message) => {
+                    return Ok((StopReason::Failed, String::new(), Some(message)));
+                }
                 Step::Answer(text) => return Ok((StopReason::EndTurn, text, None)),
                 Step::Stopped { reason, text, error } => return Ok((reason, text, error)),
                 Step::ToolCalls(calls) => {
-                    self.run_tool_calls(calls, sink, cancel).await?;
+                    retrying = false;
+                    self.run_tool_calls(calls, sink, cancel, usage).await?;
                     if cancel.is_cancelled() {
                         return Ok((StopReason::Cancelled, String::new(), None));
                     }
@@ -292,6 +354,9 @@ impl Session {
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,
             Err(ModelError::Cancelled) => return Ok(Step::stopped(StopReason::Cancelled, None)),
+            Err(error @ ModelError::ContextWindowExceeded { .. }) => {
+                return Ok(Step::ContextExceeded(error.to_string()));
+            }
             Err(error) => return Ok(Step::stopped(StopReason::Failed, Some(error.to_string()))),
         };
         let mut response = Response::new(self.item_id("msg"), self.item_id("reasoning"));
@@ -307,12 +372,18 @@ impl Session {
                     }
                 }
                 Some(Err(ModelError::Cancelled)) => break Some((StopReason::Cancelled, None)),
+                // Refused in the stream (the Responses API) before anything came.
+                Some(Err(error @ ModelError::ContextWindowExceeded { .. }))
+                    if response.is_empty() =>
+                {
+                    return Ok(Step::ContextExceeded(error.to_string()));
+                }
                 Some(Err(error)) => break Some((StopReason::Failed, Some(error.to_string()))),
                 None => break None,
             }
         };
         // Whatever arrived is kept, even when the stream failed.
-        self.record_response(&response, sink, usage).await?;
+        self.record_response(&response, request.messages.len(), sink, usage).await?;
         if let Some((reason, error)) = failure {
             return Ok(Step::Stopped { reason, text: response.text, error });
         }
@@ -341,8 +412,10 @@ impl Session {
         }
     }
 
-    fn request(&self) -> ModelRequest {
-        let tools = self
+    /// The tools offered now: the registry's (MCP servers' as they are up), and `task`
+    /// when this session can start subagents.
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut tools: Vec<ToolSpec> = self
             .tools
             .definitions()
             .into_iter()
@@ -352,6 +425,14 @@ impl Session {
                 parameters: d.parameters,
             })
             .collect();
+        if self.subagents.is_some() {
+            tools.push(task_spec());
+        }
+        tools
+    }
+
+    fn request(&self) -> ModelRequest {
+        let tools = self.tool_specs();
         ModelRequest {
             model: self.settings.model.clone(),
             system: self.settings.system_prompt.clone(),
@@ -370,9 +451,12 @@ impl Session {
         }
     }
 
+    /// Records what arrived of a response to a request that carried `messages_sent`
+    /// messages of the history.
     async fn record_response(
         &mut self,
         response: &Response,
+        messages_sent: usize,
         sink: &dyn EventSink,
         usage: &mut Usage,
     ) -> Result<(), AgentError> {
@@ -422,205 +506,31 @@ impl Session {
                 cost: self.settings.profile.cost(&tokens),
             };
             usage.add(&request_usage);
+            self.gauge.reported(tokens.input_tokens, messages_sent);
             self.write(RecordItem::Usage { usage: request_usage })?;
             sink.emit(AgentEvent::Usage(request_usage)).await;
         }
         Ok(())
     }
 
-    /// Runs the calls of one step: consecutive read-only calls together, the others one
-    /// by one, each result recorded as soon as it is known.
-    async fn run_tool_calls(
-        &mut self,
-        calls: Vec<ToolCall>,
-        sink: &dyn EventSink,
-        cancel: &CancellationToken,
-    ) -> Result<(), AgentError> {
-        let mut images = Vec::new();
-        let mut index = 0;
-        while index < calls.len() {
-            // After a cancel nothing more starts; the calls left get "cancelled" results.
-            if cancel.is_cancelled() {
-                break;
-            }
-            // Read per batch: a mode switch applies from the next call on.
-            let context = ToolContext {
-                cwd: self.settings.cwd.clone(),
-                workspace: self.settings.workspace.clone(),
-                mode: self.control.mode(),
-                network: self.settings.network,
-                cancel: cancel.clone(),
-            };
-            let read_only = self.tools.is_read_only(&calls[index].name);
-            let end = if read_only {
-                index
-                    + calls[index..].iter().take_while(|c| self.tools.is_read_only(&c.name)).count()
-            } else {
-                index + 1
-            };
-            let batch = &calls[index..end];
-            for call in batch {
-                sink.emit(AgentEvent::ToolCallStarted {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .await;
-            }
-            let outputs: Vec<(ToolOutput, u64)> = if read_only {
-                for call in batch {
-                    sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
-                }
-                let tools = &self.tools;
-                let context = &context;
-                join_all(
-                    batch
-                        .iter()
-                        .map(|call| timed(tools.call(&call.name, &call.arguments, context))),
-                )
-                .await
-            } else {
-                let call = &batch[0];
-                let started = Instant::now();
-                let output = match self.permission(call, context.mode, cancel).await {
-                    Ok(run_as) => {
-                        sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
-                        let context = ToolContext { mode: run_as, ..context.clone() };
-                        self.checked_call(call, &context).await?
-                    }
-                    Err(refusal) => ToolOutput::error(refusal),
-                };
-                vec![(output, elapsed_ms(started))]
-            };
-            for (call, (output, duration_ms)) in batch.iter().zip(outputs) {
-                images.extend(output.images.iter().map(|image| (call.id.clone(), image.clone())));
-                self.finish_call(call, output, duration_ms, sink).await?;
-            }
-            index = end;
-        }
-        // Tool results are text on every wire; the images they returned follow them as
-        // one user message (the record keeps their `[image: TYPE]` placeholders).
-        if let Some(message) = images_message(images) {
-            self.history.push(message);
-        }
-        Ok(())
+    /// Estimated tokens the next request would fill: the last request's reported input
+    /// plus what the conversation gained since (4 characters a token).
+    pub fn context_tokens(&self) -> u64 {
+        let tools: u64 = self
+            .tool_specs()
+            .iter()
+            .map(|tool| text_tokens(&tool.description) + text_tokens(&tool.parameters.to_string()))
+            .sum();
+        let fixed = text_tokens(&self.settings.system_prompt) + tools;
+        self.gauge.estimate(fixed, self.history.messages())
     }
 
-    /// Shows and records what the tool sources report (an MCP server that failed to start
-    /// or died). Called before every model request and at the end of a turn.
-    async fn report_tool_problems(&mut self, sink: &dyn EventSink) -> Result<(), AgentError> {
-        for message in self.tools.take_reports() {
-            let notice = Notice { kind: NoticeKind::Error, message, model: None };
-            self.write(RecordItem::Notice { notice: notice.clone() })?;
-            sink.emit(AgentEvent::Notice(notice)).await;
-        }
-        Ok(())
-    }
-
-    async fn finish_call(
-        &mut self,
-        call: &ToolCall,
-        output: ToolOutput,
-        duration_ms: u64,
-        sink: &dyn EventSink,
-    ) -> Result<(), AgentError> {
-        let item = RecordItem::ToolResult {
-            id: call.id.clone(),
-            output: output.content.clone(),
-            is_error: output.is_error,
-            duration_ms,
-        };
-        self.history.apply(&item);
-        self.write(item)?;
-        if let Some(plan) = output.plan {
-            sink.emit(AgentEvent::Plan(plan)).await;
-        }
-        sink.emit(AgentEvent::ToolCallCompleted {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            output: output.content,
-            is_error: output.is_error,
-            changes: output.changes,
-        })
-        .await;
-        Ok(())
-    }
-
-    /// Runs a call that may change files with a checkpoint around it: what it may change
-    /// is saved first (a call whose files cannot be saved does not run), and what it did
-    /// change is recorded as a `checkpoint` item.
-    async fn checked_call(
-        &mut self,
-        call: &ToolCall,
-        context: &ToolContext,
-    ) -> Result<ToolOutput, AgentError> {
-        let capture = match self.checkpoints.before_call(&call.name, &call.arguments, context).await
-        {
-            Ok(capture) => capture,
-            Err(error) => {
-                return Ok(ToolOutput::error(format!(
-                    "{error}; the call did not run, so nothing it would change is lost"
-                )));
-            }
-        };
-        let output = self.tools.call(&call.name, &call.arguments, context).await;
-        if let Some(item) = self.checkpoints.after_call(capture, &call.id).await {
-            self.write(item)?;
-        }
-        Ok(output)
-    }
-
-    /// Decides whether a call that may change things runs (kestrel_tools::permission),
-    /// asking the approver when the policy says so, and in which mode it then runs. `Err`
-    /// is the refusal for the model. A cancelled turn stops waiting for an answer at once.
-    async fn permission(
-        &mut self,
-        call: &ToolCall,
-        mode: Mode,
-        cancel: &CancellationToken,
-    ) -> Result<Mode, String> {
-        let read_only = self.tools.is_read_only(&call.name);
-        let (summary, always, run_as) =
-            match self.policy.assess(mode, &call.name, &call.arguments, read_only) {
-                Assessment::Allow { run_as } => return Ok(run_as),
-                Assessment::Deny { reason } => return Err(reason),
-                Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
-            };
-        let request = ApprovalRequest {
-            call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            summary,
-            always: always.clone(),
-        };
-        let approver = self.approver.clone();
-        let decision = tokio::select! {
-            decision = approver.request(request) => decision,
-            () = cancel.cancelled() => ApprovalDecision::Deny {
-                reason: Some("the turn was cancelled before an answer came".to_string()),
-            },
-        };
-        match decision {
-            ApprovalDecision::AllowOnce => Ok(run_as),
-            ApprovalDecision::AllowAlways => {
-                self.policy.remember(&always);
-                Ok(run_as)
-            }
-            ApprovalDecision::AllowAlwaysAndSave => {
-                self.policy.remember(&always);
-                if let Err(error) = save_rules(&self.settings.home.config_file(), &always) {
-                    let message = format!("the permission was not saved: {error}");
-                    let notice = Notice { kind: NoticeKind::Error, message, model: None };
-                    let _ = self.write(RecordItem::Notice { notice });
-                }
-                Ok(run_as)
-            }
-            ApprovalDecision::Deny { reason } => Err(match reason {
-                Some(reason) => format!("the user denied `{}`: {reason}", call.name),
-                None => format!("the user denied `{}`", call.name),
-            }),
-        }
+    /// Whether the context passed `compact_at` of the model's window and grew since the
+    /// last compaction.
+    fn context_is_full(&self) -> bool {
+        let window = self.settings.profile.context_window as f64;
+        let limit = (window * self.settings.compact_at) as u64;
+        self.gauge.grew_since_compaction(self.history.len()) && self.context_tokens() >= limit
     }
 
     fn write(&mut self, item: RecordItem) -> Result<(), AgentError> {
@@ -633,102 +543,6 @@ impl Session {
     }
 }
 
-enum Step {
-    Answer(String),
-    ToolCalls(Vec<ToolCall>),
-    Stopped { reason: StopReason, text: String, error: Option<String> },
-}
-
-impl Step {
-    fn stopped(reason: StopReason, error: Option<String>) -> Self {
-        Step::Stopped { reason, text: String::new(), error }
-    }
-}
-
-/// A response as it streams in.
-struct Response {
-    text_item: String,
-    reasoning_item: String,
-    text: String,
-    reasoning: String,
-    reasoning_parts: Vec<serde_json::Value>,
-    calls: Vec<ToolCall>,
-    usage: Option<kestrel_model::TokenUsage>,
-    finish: Option<FinishReason>,
-}
-
-impl Response {
-    fn new(text_item: String, reasoning_item: String) -> Self {
-        Self {
-            text_item,
-            reasoning_item,
-            text: String::new(),
-            reasoning: String::new(),
-            reasoning_parts: Vec::new(),
-            calls: Vec::new(),
-            usage: None,
-            finish: None,
-        }
-    }
-
-    /// One part as it came; several as an array (the model clients accept both).
-    fn reasoning_opaque(&self) -> Option<serde_json::Value> {
-        match self.reasoning_parts.as_slice() {
-            [] => None,
-            [one] => Some(one.clone()),
-            many => Some(serde_json::Value::Array(many.to_vec())),
-        }
-    }
-
-    async fn absorb(&mut self, event: StreamEvent, sink: &dyn EventSink) -> Option<FinishReason> {
-        match event {
-            StreamEvent::TextDelta(delta) => {
-                self.text.push_str(&delta);
-                sink.emit(AgentEvent::TextDelta { item_id: self.text_item.clone(), delta }).await;
-            }
-            StreamEvent::ReasoningDelta(delta) => {
-                self.reasoning.push_str(&delta);
-                sink.emit(AgentEvent::ReasoningDelta {
-                    item_id: self.reasoning_item.clone(),
-                    delta,
-                })
-                .await;
-            }
-            StreamEvent::ReasoningCompleted(reasoning) => {
-                if self.reasoning.is_empty() {
-                    self.reasoning = reasoning.text;
-                }
-                // A response may carry several reasoning parts (interleaved thinking,
-                // several Responses reasoning items): all go back, in order.
-                if let Some(opaque) = reasoning.opaque {
-                    self.reasoning_parts.push(opaque);
-                }
-            }
-            StreamEvent::ToolCallStarted { .. } | StreamEvent::ToolCallArgumentsDelta { .. } => {}
-            StreamEvent::ToolCallCompleted { call, .. } => self.calls.push(call),
-            StreamEvent::Usage(usage) => self.usage = Some(usage),
-            StreamEvent::Completed { finish_reason } => return Some(finish_reason),
-        }
-        None
-    }
-}
-
-/// The images of one step's tool results, each introduced by the call it came from.
-fn images_message(images: Vec<(String, ToolImage)>) -> Option<Message> {
-    if images.is_empty() {
-        return None;
-    }
-    let mut content = Vec::new();
-    for (call_id, image) in images {
-        content.push(ContentPart::Text(format!(
-            "Image ({}) returned by tool call {call_id}:",
-            image.media_type
-        )));
-        content.push(ContentPart::Image { media_type: image.media_type, data: image.data });
-    }
-    Some(Message::User { content })
-}
-
 /// The text a prompt is recorded as: its text parts, an image as a placeholder.
 fn record_text(prompt: &[ContentPart]) -> String {
     let pieces: Vec<String> = prompt
@@ -739,12 +553,6 @@ fn record_text(prompt: &[ContentPart]) -> String {
         })
         .collect();
     pieces.join("\n")
-}
-
-async fn timed(future: impl std::future::Future<Output = ToolOutput>) -> (ToolOutput, u64) {
-    let started = Instant::now();
-    let output = future.await;
-    (output, elapsed_ms(started))
 }
 
 fn elapsed_ms(started: Instant) -> u64 {

@@ -19,6 +19,11 @@ use std::sync::Arc;
 
 const BASE_PROMPT: &str = include_str!("system_prompt.md");
 
+/// Added to a subagent's system prompt: only its last message goes back.
+const SUBAGENT_NOTE: &str = "\nYou are a subagent: another agent gave you one task. Work on \
+it on your own (no one can answer questions) and end with a final message that is complete \
+by itself: it is the only thing returned to the agent that started you.\n";
+
 /// Everything a host decided before a session opens.
 #[derive(Clone)]
 pub struct Launch {
@@ -118,9 +123,27 @@ pub fn open_session(
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
     match resume {
-        None => new_session(launch, approver),
+        None => new_session(launch, None, approver),
         Some(id) => resume_session(launch, id, approver).map(|(session, _)| session),
     }
+}
+
+/// Opens a new session as a subagent of `parent`: its record's header names the parent,
+/// its system prompt says it is a subagent, and, with no model chosen, it runs on the
+/// parent's recorded model. Fails like [`open_session`], and when no model is chosen
+/// and the parent cannot be found.
+pub fn open_child_session(
+    launch: &Launch,
+    parent: &SessionId,
+    approver: Arc<dyn Approver>,
+) -> Result<Session, AgentError> {
+    if launch.model.is_some() {
+        return new_session(launch, Some(parent.clone()), approver);
+    }
+    let summary = kestrel_store::SessionIndex::find(&launch.home, parent.as_str())?;
+    let launch =
+        Launch { model: Some(format!("{}/{}", summary.provider, summary.model)), ..launch.clone() };
+    new_session(&launch, Some(parent.clone()), approver)
 }
 
 /// Resumes session `id`: takes its record's lock, replays its history and records an
@@ -136,10 +159,7 @@ pub fn resume_session(
     approver: Arc<dyn Approver>,
 ) -> Result<(Session, Vec<RecordEntry>), AgentError> {
     let (mut record, replay) = SessionRecord::open(&launch.home, id)?;
-    let mut history = History::default();
-    for entry in replay.from_compaction() {
-        history.apply(&entry.item);
-    }
+    let mut history = History::replay(&replay.entries);
     let mut entries = replay.entries;
     entries.extend(close_unfinished_turn(&mut record, &mut history, &entries)?);
     let recorded_model = entries
@@ -151,7 +171,19 @@ pub fn resume_session(
         })
         .unwrap_or_else(|| format!("{}/{}", replay.header.provider, replay.header.model));
     let model_ref = launch.model.clone().unwrap_or(recorded_model);
-    let session = start(launch, record, history, &model_ref, approver)?;
+    let mut session = start(launch, record, history, &model_ref, approver)?;
+    // The context as the last request left it (its input and the output that followed),
+    // so a session resumed nearly full compacts before its first request.
+    let newest_compaction =
+        entries.iter().rposition(|e| matches!(e.item, RecordItem::Compaction { .. }));
+    let last_usage =
+        entries[newest_compaction.map_or(0, |index| index + 1)..].iter().rev().find_map(|entry| {
+            let RecordItem::Usage { usage } = &entry.item else { return None };
+            Some(*usage)
+        });
+    if let Some(usage) = last_usage {
+        session.resumed_with(usage.input_tokens.saturating_add(usage.output_tokens));
+    }
     Ok((session, entries))
 }
 
@@ -177,7 +209,11 @@ pub fn choose_model(
     })
 }
 
-fn new_session(launch: &Launch, approver: Arc<dyn Approver>) -> Result<Session, AgentError> {
+fn new_session(
+    launch: &Launch,
+    parent_id: Option<SessionId>,
+    approver: Arc<dyn Approver>,
+) -> Result<Session, AgentError> {
     let model_ref = launch.model.clone().ok_or_else(|| AgentError::NoModel {
         config: launch.home.config_file().display().to_string(),
     })?;
@@ -191,7 +227,7 @@ fn new_session(launch: &Launch, approver: Arc<dyn Approver>) -> Result<Session, 
         cwd: launch.cwd.display().to_string(),
         provider: provider_name,
         model: model_id,
-        parent_id: None,
+        parent_id,
         forked_from: None,
     };
     let record = SessionRecord::create(&launch.home, header)?;
@@ -206,6 +242,10 @@ fn start(
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
     let choice = choose_model(&launch.config, &launch.home, model_ref, &launch.client_options)?;
+    let mut system_prompt = system_prompt(&launch.home, &launch.cwd);
+    if record.header().parent_id.is_some() {
+        system_prompt.push_str(SUBAGENT_NOTE);
+    }
     let settings = SessionSettings {
         cwd: launch.cwd.clone(),
         workspace: launch.cwd.clone(),
@@ -215,9 +255,11 @@ fn start(
         reasoning: launch.reasoning,
         profile: choice.profile,
         max_turns: launch.max_turns,
-        system_prompt: system_prompt(&launch.home, &launch.cwd),
+        system_prompt,
         home: launch.home.clone(),
         permissions: launch.config.permissions.clone(),
+        compact_at: launch.config.agent.compact_at,
+        max_subagents: usize::try_from(launch.config.agent.max_subagents).unwrap_or(usize::MAX),
     };
     let mut tools = kestrel_tools::builtin_tools();
     // Started in the background: the first turn never waits for an MCP server.

@@ -287,6 +287,14 @@ fn handle_message(
     raw: String,
 ) {
     match message {
+        // A worker cancelling one of its subagents: routed like a client's cancel.
+        Message::Notification(notification)
+            if notification.method == "session/cancel"
+                && notification.params.get("sessionId").and_then(Value::as_str) != session.id() =>
+        {
+            let router = router.clone();
+            tokio::spawn(async move { router.handle_notification(notification).await });
+        }
         Message::Notification(notification) => relay_notification(session, notification, raw),
         Message::Request(request) => handle_request(router, session, link, request),
         Message::Response { id, result } => match link.answered(&id) {

@@ -38,6 +38,11 @@ pub mod kestrel {
     pub const SESSION_SPAWN: &str = "_kestrel/session/spawn";
     /// Daemon → clients (notification): a session's worker died and was restarted.
     pub const WORKER_RESTARTED: &str = "_kestrel/worker/restarted";
+    /// Client → worker (through the daemon): compact the session's conversation now.
+    pub const SESSION_COMPACT: &str = "_kestrel/session/compact";
+    /// The key under `_meta.kestrel` of a `task` tool call's updates that names the
+    /// child session running it.
+    pub const CHILD_SESSION_META: &str = "childSessionId";
 
     /// Params of [`SESSION_DETACH`].
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +93,25 @@ pub mod kestrel {
     #[serde(rename_all = "camelCase")]
     pub struct SpawnSessionResponse {
         pub session_id: SessionId,
+    }
+
+    /// Params of [`SESSION_COMPACT`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CompactSessionRequest {
+        pub session_id: SessionId,
+    }
+
+    /// Result of [`SESSION_COMPACT`]. `compacted: false` (with `reason`) when there was
+    /// nothing to compact; token counts are the session's estimate of its context.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CompactSessionResponse {
+        pub compacted: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String>,
+        pub tokens_before: u64,
+        pub tokens_after: u64,
     }
 
     /// Params of the [`WORKER_RESTARTED`] notification.

@@ -24,9 +24,15 @@ pub enum ExecEvent {
     ItemUpdated { item: ExecItem },
     #[serde(rename = "item.completed")]
     ItemCompleted { item: ExecItem },
-    /// Tokens and cost of one model request.
+    /// Tokens and cost of one model request, or (with `session_id`) of a subagent's
+    /// whole run.
     #[serde(rename = "usage")]
-    Usage { usage: ExecUsage },
+    Usage {
+        usage: ExecUsage,
+        /// The subagent session this usage is of; absent for the session's own requests.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<SessionId>,
+    },
     #[serde(rename = "turn.completed")]
     TurnCompleted { stop_reason: StopReason, usage: ExecUsage },
     #[serde(rename = "turn.failed")]
@@ -85,6 +91,9 @@ pub enum ExecItemKind {
         status: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<String>,
+        /// For `task`: the child session running it, once it has started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<SessionId>,
     },
     FileChange {
         call_id: String,

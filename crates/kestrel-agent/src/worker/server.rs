@@ -6,7 +6,8 @@
 
 use crate::control::SessionControl;
 use crate::session::{EventSink, Session};
-use crate::setup::{Launch, choose_model, open_session, resume_session};
+use crate::setup::{Launch, choose_model, open_child_session, open_session, resume_session};
+use crate::subagent::ClientHost;
 use crate::worker::WorkerOptions;
 use crate::worker::choices::{self, MODEL_OPTION};
 use crate::worker::outbox::Outbox;
@@ -134,6 +135,9 @@ impl Server {
         if method == acp::kestrel::SESSION_HISTORY {
             return self.history(id, params).await;
         }
+        if method == acp::kestrel::SESSION_COMPACT {
+            return self.compact(id, params);
+        }
         if method.starts_with('_') {
             return Reply::Now(Err(RpcError::method_not_found(&method)));
         }
@@ -216,7 +220,12 @@ impl Server {
         let configured = self.options.model.clone().or_else(|| config.model.clone());
         let launch = self.launch(config, cwd, configured.clone());
         let approver = self.approver(&launch.cwd);
-        let session = open_session(&launch, None, approver.clone()).map_err(agent_error)?;
+        // A subagent's session names its parent (`_kestrel/session/spawn`, the exec host).
+        let session = match parent_of(&request) {
+            Some(parent) => open_child_session(&launch, &parent, approver.clone()),
+            None => open_session(&launch, None, approver.clone()),
+        }
+        .map_err(agent_error)?;
         let live = self.open(launch, session, configured, &approver);
         let response = acp::NewSessionResponse::new(live.id.clone())
             .modes(choices::modes(live.control.mode()))
@@ -258,9 +267,13 @@ impl Server {
             .into_iter()
             .filter(|summary| request.cwd.as_ref().is_none_or(|cwd| Path::new(&summary.cwd) == cwd))
             .map(|summary| {
+                let parent = summary.parent_id.as_ref().map(|id| id.to_string());
+                let mut meta = serde_json::Map::new();
+                meta.insert("kestrel".into(), serde_json::json!({"parentSessionId": parent}));
                 acp::SessionInfo::new(summary.id.to_string(), summary.cwd)
                     .title(summary.first_prompt)
                     .updated_at(summary.created_at.to_string())
+                    .meta(meta)
             })
             .collect();
         json(acp::ListSessionsResponse::new(sessions))
@@ -357,6 +370,58 @@ impl Server {
         json(acp::SetSessionConfigOptionResponse::new(options))
     }
 
+    /// `_kestrel/session/compact`: compacts between turns, on the turn task (the summary
+    /// is a model request, and a `session/cancel` stops it like a turn).
+    fn compact(&mut self, id: RequestId, params: Value) -> Reply {
+        let request: acp::kestrel::CompactSessionRequest = match serde_json::from_value(params) {
+            Ok(request) => request,
+            Err(error) => {
+                let message =
+                    format!("invalid params for {}: {error}", acp::kestrel::SESSION_COMPACT);
+                return Reply::Now(Err(RpcError::invalid_params(message)));
+            }
+        };
+        let live = match live_session(&mut self.live, &request.session_id) {
+            Ok(live) => live,
+            Err(error) => return Reply::Now(Err(error)),
+        };
+        let cancel = CancellationToken::new();
+        let session =
+            match std::mem::replace(&mut live.turn, Turn::Running { cancel: cancel.clone() }) {
+                Turn::Idle(session) => session,
+                running @ Turn::Running { .. } => {
+                    live.turn = running;
+                    let message = format!(
+                        "a prompt is running in session {}: compact after it ends",
+                        live.id
+                    );
+                    return Reply::Now(Err(RpcError::new(RpcError::INVALID_REQUEST, message)));
+                }
+            };
+        let mut session = session;
+        let sink = WorkerSink {
+            outbox: self.outbox.clone(),
+            session_id: live.id.clone(),
+            mapper: live.mapper.clone(),
+            log: self.options.log.clone(),
+        };
+        let finished = self.finished.clone();
+        tokio::spawn(async move {
+            let result = session.compact(&sink, &cancel).await;
+            let result =
+                result.map_err(|error| RpcError::internal(error.to_string())).and_then(|report| {
+                    json(acp::kestrel::CompactSessionResponse {
+                        compacted: report.compacted,
+                        reason: report.reason,
+                        tokens_before: report.tokens_before,
+                        tokens_after: report.tokens_after,
+                    })
+                });
+            let _ = finished.send(TurnDone { session, request: id, result }).await;
+        });
+        Reply::Later
+    }
+
     async fn history(&mut self, id: RequestId, params: Value) -> Reply {
         let request: acp::kestrel::SessionHistoryRequest = match serde_json::from_value(params) {
             Ok(request) => request,
@@ -436,6 +501,12 @@ impl Server {
     ) -> &mut Live {
         let id = acp::SessionId::from(session.id());
         approver.set_session(id.clone());
+        let mut session = session;
+        // Subagents start through the client (the daemon); a subagent starts none itself.
+        if session.parent_id().is_none() {
+            let host = ClientHost::new(self.connection.clone(), launch.home.clone());
+            session.set_subagent_host(Arc::new(host));
+        }
         let model = session.model_ref();
         let mut models = Vec::new();
         if let Some(configured) = &configured {
@@ -497,6 +568,12 @@ fn prompt_result(result: Result<TurnResult, AgentError>) -> Result<Value, RpcErr
         }
     };
     json(acp::PromptResponse::new(stop_reason))
+}
+
+/// The parent named in `session/new`'s `_meta.kestrel.parentSessionId`.
+fn parent_of(request: &acp::NewSessionRequest) -> Option<SessionId> {
+    let parent = request.meta.as_ref()?.get("kestrel")?.get("parentSessionId")?.as_str()?;
+    (!parent.is_empty()).then(|| SessionId::from_string(parent))
 }
 
 fn live_session<'a>(

@@ -24,6 +24,10 @@ pub(crate) struct UpdateMapper {
     context_window: u64,
     /// Whether the client shows `notice` updates (`clientCapabilities.session.notices`).
     notices: bool,
+    /// The context the last request filled (`usage_update.used`).
+    used: u64,
+    /// The child session of each `task` call that started one, by call id.
+    children: HashMap<String, String>,
 }
 
 impl UpdateMapper {
@@ -34,6 +38,8 @@ impl UpdateMapper {
             cost: 0.0,
             context_window: DEFAULT_CONTEXT_WINDOW,
             notices,
+            used: 0,
+            children: HashMap::new(),
         }
     }
 
@@ -82,7 +88,25 @@ impl UpdateMapper {
                 vec![acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id, fields))]
             }
             AgentEvent::ToolCallCompleted { call_id, output, is_error, changes, .. } => {
-                vec![tool_result(&call_id, output, is_error, &changes)]
+                let child = self.children.get(&call_id).cloned();
+                vec![with_child(tool_result(&call_id, output, is_error, &changes), child)]
+            }
+            AgentEvent::SubagentStarted { call_id, session_id } => {
+                self.children.insert(call_id.clone(), session_id.to_string());
+                let fields =
+                    acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::InProgress);
+                let update =
+                    acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id, fields));
+                vec![with_child(update, Some(session_id.to_string()))]
+            }
+            // The session's cost includes its subagents'; the context is this session's.
+            AgentEvent::SubagentFinished { usage, .. } => {
+                self.cost += usage.cost;
+                vec![self.usage_update()]
+            }
+            AgentEvent::Compacted { tokens_after, .. } => {
+                self.used = tokens_after;
+                vec![self.usage_update()]
             }
             AgentEvent::Plan(steps) => vec![plan(&steps)],
             AgentEvent::Usage(usage) => vec![self.usage(&usage)],
@@ -119,7 +143,12 @@ impl UpdateMapper {
                     updates.push(acp::SessionUpdate::ToolCall(call));
                 }
                 RecordItem::ToolResult { id, output, is_error, .. } => {
-                    updates.push(tool_result(id, output.clone(), *is_error, &[]));
+                    let name = calls.get(id.as_str()).map(|(name, _)| *name);
+                    let child = (name == Some(crate::subagent::TASK_TOOL))
+                        .then(|| crate::subagent::child_in_output(output).map(str::to_string))
+                        .flatten();
+                    updates
+                        .push(with_child(tool_result(id, output.clone(), *is_error, &[]), child));
                     if let Some((name, arguments)) = calls.get(id.as_str())
                         && *name == "update_plan"
                         && !is_error
@@ -130,6 +159,7 @@ impl UpdateMapper {
                 }
                 RecordItem::Usage { usage } => {
                     self.cost += usage.cost;
+                    self.used = usage.input_tokens.saturating_add(usage.output_tokens);
                     last_usage = Some(*usage);
                 }
                 RecordItem::Notice { notice } => {
@@ -143,24 +173,37 @@ impl UpdateMapper {
                 | RecordItem::Checkpoint { .. } => {}
             }
         }
-        if let Some(usage) = last_usage {
-            updates.push(self.usage_update(&usage));
+        if last_usage.is_some() {
+            updates.push(self.usage_update());
         }
         updates
     }
 
     fn usage(&mut self, usage: &Usage) -> acp::SessionUpdate {
         self.cost += usage.cost;
-        self.usage_update(usage)
+        self.used = usage.input_tokens.saturating_add(usage.output_tokens);
+        self.usage_update()
     }
 
-    /// `used` is the context the last request filled (its input and output).
-    fn usage_update(&self, last: &Usage) -> acp::SessionUpdate {
-        let used = last.input_tokens.saturating_add(last.output_tokens);
-        let update =
-            acp::UsageUpdate::new(used, self.context_window).cost(acp::Cost::new(self.cost, "USD"));
+    /// `used` is the context the last request filled (its input and output), or the
+    /// estimate after a compaction.
+    fn usage_update(&self) -> acp::SessionUpdate {
+        let update = acp::UsageUpdate::new(self.used, self.context_window)
+            .cost(acp::Cost::new(self.cost, "USD"));
         acp::SessionUpdate::UsageUpdate(update)
     }
+}
+
+/// A `task` call's update with `_meta.kestrel.childSessionId` naming its child session.
+fn with_child(update: acp::SessionUpdate, child: Option<String>) -> acp::SessionUpdate {
+    let (acp::SessionUpdate::ToolCallUpdate(update), Some(child)) = (&update, child) else {
+        return update;
+    };
+    let mut kestrel = serde_json::Map::new();
+    kestrel.insert(acp::kestrel::CHILD_SESSION_META.into(), child.into());
+    let mut meta = update.meta.clone().unwrap_or_default();
+    meta.insert("kestrel".into(), serde_json::Value::Object(kestrel));
+    acp::SessionUpdate::ToolCallUpdate(update.clone().meta(meta))
 }
 
 /// The user's prompt as it appears in history.

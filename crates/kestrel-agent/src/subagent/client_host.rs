@@ -1,0 +1,97 @@
+//! A worker's subagents: the worker asks its client (the daemon) to start each child
+//! with `_kestrel/session/spawn`. The daemon answers with the child's id only and sends
+//! the child its prompt itself (docs/protocol.md), so the parent follows the child's
+//! record for its answer and usage, and cancels it with a `session/cancel` notification
+//! through the daemon. The child's process belongs to the daemon, which supervises it.
+
+use super::child_record::ChildRecord;
+use super::{ChildOutcome, ChildRequest, ChildSession, START_TIMEOUT, SubagentHost};
+use futures_util::future::BoxFuture;
+use kestrel_protocol::jsonrpc::{Connection, RpcError};
+use kestrel_protocol::{SessionId, acp};
+use kestrel_store::KestrelHome;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Starts children through the worker's client.
+pub(crate) struct ClientHost {
+    connection: Connection,
+    home: KestrelHome,
+}
+
+impl ClientHost {
+    pub(crate) fn new(connection: Connection, home: KestrelHome) -> Self {
+        Self { connection, home }
+    }
+
+    async fn start(&self, request: ChildRequest) -> Result<Box<dyn ChildSession>, String> {
+        let params = acp::kestrel::SpawnSessionRequest {
+            parent_session_id: acp::SessionId::from(&request.parent_id),
+            cwd: request.cwd,
+            prompt: request.prompt,
+            model: Some(request.model),
+            mode: Some(request.mode),
+        };
+        let params = serde_json::to_value(params).map_err(|error| error.to_string())?;
+        let asked = self.connection.request(acp::kestrel::SESSION_SPAWN, params);
+        let response = match tokio::time::timeout(START_TIMEOUT, asked).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) if error.code == RpcError::METHOD_NOT_FOUND => {
+                return Err(format!(
+                    "this session's client does not start subagents ({} is not supported)",
+                    acp::kestrel::SESSION_SPAWN
+                ));
+            }
+            Ok(Err(error)) => return Err(error.message),
+            Err(_) => {
+                return Err(format!(
+                    "the daemon did not start it within {} s",
+                    START_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let response: acp::kestrel::SpawnSessionResponse = serde_json::from_value(response)
+            .map_err(|error| format!("the daemon's spawn answer is malformed: {error}"))?;
+        let id = SessionId::from_string(response.session_id.0.to_string());
+        let record = ChildRecord::locate(&self.home, &id)?;
+        Ok(Box::new(ClientChild { id, connection: self.connection.clone(), record }))
+    }
+}
+
+impl SubagentHost for ClientHost {
+    fn spawn(&self, request: ChildRequest) -> BoxFuture<'_, Result<Box<dyn ChildSession>, String>> {
+        Box::pin(self.start(request))
+    }
+}
+
+/// A child session the daemon runs.
+struct ClientChild {
+    id: SessionId,
+    connection: Connection,
+    record: ChildRecord,
+}
+
+impl ClientChild {
+    async fn run(mut self, cancel: CancellationToken) -> Result<ChildOutcome, String> {
+        let (connection, id) = (self.connection, self.id);
+        self.record
+            .follow(&cancel, async || {
+                let params = json!({"sessionId": id.as_str()});
+                let _ = connection.notify(acp::AGENT_METHOD_NAMES.session_cancel, params).await;
+            })
+            .await
+    }
+}
+
+impl ChildSession for ClientChild {
+    fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    fn finish(
+        self: Box<Self>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ChildOutcome, String>> {
+        Box::pin(self.run(cancel))
+    }
+}
