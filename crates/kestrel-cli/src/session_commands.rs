@@ -1,9 +1,10 @@
 //! `kestrel sessions` and `kestrel fork`: thin views over the store's session index.
-//! A listed session's tokens and cost include its subagents' (`total_usage`).
+//! A listed session's tokens and cost include its subagents' (`total_usage`); the table
+//! shows subagents under their parent.
 
 use clap::Args;
 use kestrel_protocol::Usage;
-use kestrel_store::{KestrelHome, SessionIndex, StoreError};
+use kestrel_store::{KestrelHome, SessionIndex, SessionSummary, StoreError};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -32,7 +33,12 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     let mut out = String::new();
-    for session in sessions.iter().take(args.limit) {
+    let rows: Vec<(usize, &SessionSummary)> = if args.json {
+        sessions.iter().map(|session| (0, session)).collect()
+    } else {
+        nested(&sessions)
+    };
+    for (depth, session) in rows.into_iter().take(args.limit) {
         if args.json {
             match serde_json::to_string(session) {
                 Ok(line) => out.push_str(&line),
@@ -45,8 +51,10 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
             let prompt = session.first_prompt.as_deref().unwrap_or("").replace('\n', " ");
             let prompt: String = prompt.chars().take(60).collect();
             let (tokens, cost) = usage_columns(&session.total_usage);
+            let indent =
+                if depth == 0 { String::new() } else { format!("{}└ ", "  ".repeat(depth)) };
             out.push_str(&format!(
-                "{}  {}  {tokens:>9}  {cost:>9}  {}  {}",
+                "{indent}{}  {}  {tokens:>9}  {cost:>9}  {}  {}",
                 session.id, session.created_at, session.cwd, prompt
             ));
         }
@@ -54,6 +62,27 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
     }
     print!("{out}");
     ExitCode::SUCCESS
+}
+
+/// Sessions in listing order (newest first), each followed by its subagents (oldest
+/// first, as they were started) with their depth. A subagent whose parent is not listed
+/// stands on its own.
+fn nested(sessions: &[SessionSummary]) -> Vec<(usize, &SessionSummary)> {
+    let listed = |id: &kestrel_protocol::SessionId| sessions.iter().any(|s| &s.id == id);
+    let mut rows = Vec::with_capacity(sessions.len());
+    let mut stack: Vec<(usize, &SessionSummary)> = sessions
+        .iter()
+        .rev()
+        .filter(|s| s.parent_id.as_ref().is_none_or(|parent| !listed(parent)))
+        .map(|s| (0, s))
+        .collect();
+    while let Some((depth, session)) = stack.pop() {
+        rows.push((depth, session));
+        // Newest first in `sessions`: pushed in that order, the oldest child pops first.
+        let children = sessions.iter().filter(|s| s.parent_id.as_ref() == Some(&session.id));
+        stack.extend(children.map(|child| (depth + 1, child)));
+    }
+    rows
 }
 
 pub fn fork(args: ForkArgs) -> ExitCode {
