@@ -30,9 +30,10 @@ impl Replay {
         u64::try_from(self.entries.len() + self.skipped).unwrap_or(u64::MAX)
     }
 
-    /// The entries a resumed session replays: from the newest `compaction` item (which
-    /// carries the summary of everything before it) to the end; all of them if the
-    /// record was never compacted.
+    /// The entries from the newest `compaction` item (which carries the summary) to the
+    /// end; all of them if the record was never compacted. A resume also needs the items
+    /// that compaction kept (indices `replaces_through + 1` up to it): see
+    /// `kestrel_agent::History::replay` and docs/compaction.md.
     pub fn from_compaction(&self) -> &[RecordEntry] {
         let start = self
             .entries
