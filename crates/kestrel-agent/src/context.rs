@@ -73,13 +73,14 @@ impl ContextGauge {
     }
 
     /// Tokens the next request would fill: the last report plus what came after it, or
-    /// (with no usable report) `fixed` (system prompt, tool definitions) plus every message.
-    pub(crate) fn estimate(&self, fixed: u64, messages: &[Message]) -> u64 {
+    /// (with no usable report) `fixed()` (system prompt, tool definitions) plus every
+    /// message.
+    pub(crate) fn estimate(&self, fixed: impl FnOnce() -> u64, messages: &[Message]) -> u64 {
         match self.reported {
             Some((input, sent)) if sent <= messages.len() => {
                 input.saturating_add(messages_tokens(&messages[sent..]))
             }
-            Some(_) | None => fixed.saturating_add(messages_tokens(messages)),
+            Some(_) | None => fixed().saturating_add(messages_tokens(messages)),
         }
     }
 }
@@ -96,11 +97,11 @@ mod tests {
     fn the_last_report_plus_an_estimate_of_what_came_after() {
         let messages = vec![user(&"a".repeat(400)), user(&"b".repeat(40))];
         let mut gauge = ContextGauge::default();
-        assert_eq!(gauge.estimate(10, &messages), 10 + 100 + 10);
+        assert_eq!(gauge.estimate(|| 10, &messages), 10 + 100 + 10);
         gauge.reported(5_000, 1);
-        assert_eq!(gauge.estimate(10, &messages), 5_000 + 10);
+        assert_eq!(gauge.estimate(|| 10, &messages), 5_000 + 10);
         gauge.compacted(1);
-        assert_eq!(gauge.estimate(10, &messages[..1]), 10 + 100);
+        assert_eq!(gauge.estimate(|| 10, &messages[..1]), 10 + 100);
         assert!(!gauge.grew_since_compaction(1));
         assert!(gauge.grew_since_compaction(2));
     }

@@ -516,12 +516,16 @@ impl Session {
     /// Estimated tokens the next request would fill: the last request's reported input
     /// plus what the conversation gained since (4 characters a token).
     pub fn context_tokens(&self) -> u64 {
-        let tools: u64 = self
-            .tool_specs()
-            .iter()
-            .map(|tool| text_tokens(&tool.description) + text_tokens(&tool.parameters.to_string()))
-            .sum();
-        let fixed = text_tokens(&self.settings.system_prompt) + tools;
+        let fixed = || {
+            let tools: u64 = self
+                .tool_specs()
+                .iter()
+                .map(|tool| {
+                    text_tokens(&tool.description) + text_tokens(&tool.parameters.to_string())
+                })
+                .sum();
+            text_tokens(&self.settings.system_prompt) + tools
+        };
         self.gauge.estimate(fixed, self.history.messages())
     }
 
