@@ -274,3 +274,40 @@ fn code_blocks_are_highlighted_once_syntaxes_load() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn page_up_scrolls_back_and_esc_follows_again() {
+    let long: String = (1..=60).map(|n| format!("line {n}\n\n")).collect();
+    let mut test = TuiTest::new(Script::new([Step::text(&long)]));
+    test.start(&[]);
+    test.send("long answer");
+    test.wait("line 60");
+    test.wait("● ready");
+    test.press(Key::PageUp);
+    test.wait("more lines · pgdn or esc to follow");
+    test.snapshot("scrolled_up");
+    test.press(Key::Esc);
+    test.wait_until("following the end again", |screen| {
+        screen.contains("line 60") && !screen.contains("more lines")
+    });
+}
+
+#[test]
+fn losing_the_daemon_reconnects_and_the_session_carries_on() {
+    let script = Script::new([Step::text("Before."), Step::text("After.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("one");
+    test.wait("Before.");
+    test.wait("● ready");
+    let endpoint = kestrel_platform::Endpoint::new(&test.env.home.path().join("run"));
+    let daemon = endpoint.running_pid().expect("a daemon runs");
+    tui_support::signal(daemon, libc::SIGKILL);
+    test.wait("reconnected to the daemon");
+    test.wait("● ready");
+    let screen = test.settled();
+    assert!(screen.contains("› one") && screen.contains("Before."), "history is back: {screen}");
+    test.send("two");
+    test.wait("After.");
+    assert_ne!(endpoint.running_pid(), Some(daemon), "a new daemon serves the session");
+}

@@ -21,6 +21,10 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// Re-attaching to the session after losing the daemon: how often, how far apart.
+const REATTACH_ATTEMPTS: u32 = 20;
+const REATTACH_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Where the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SessionState {
@@ -94,6 +98,10 @@ pub(crate) struct App {
     /// The worker restarted during the running turn.
     restarted_in_turn: bool,
     pub(crate) config: ConfigSummary,
+    /// The open session's directory (a resumed one may differ from ours).
+    pub(crate) session_cwd: PathBuf,
+    /// Re-attaching after the daemon was lost: the session, its cwd, attempts so far.
+    reattach: Option<(String, PathBuf, u32)>,
 }
 
 impl App {
@@ -103,7 +111,7 @@ impl App {
             program: options.program,
             cwd: options.cwd.clone(),
             events,
-            transcript: Transcript::new(options.cwd),
+            transcript: Transcript::new(options.cwd.clone()),
             composer: Composer::new(),
             status: Status::new(),
             connection: None,
@@ -132,6 +140,8 @@ impl App {
             last_update_was_user: false,
             restarted_in_turn: false,
             config: ConfigSummary::default(),
+            session_cwd: options.cwd.clone(),
+            reattach: None,
         };
         if app.resume.is_none() {
             app.push_welcome();
@@ -237,7 +247,8 @@ impl App {
                 );
                 // Reconnect and attach to the same session again.
                 if let SessionState::Open(id) = &self.session {
-                    self.resume_target = Some((id.clone(), self.transcript_cwd()));
+                    self.reattach = Some((id.clone(), self.session_cwd.clone(), 0));
+                    self.resume_target = Some((id.clone(), self.session_cwd.clone()));
                     self.session = SessionState::None;
                 }
                 client::connect(self.home.clone(), self.program.clone(), self.events.clone());
@@ -246,8 +257,26 @@ impl App {
             AppEvent::SessionFailed(message) => {
                 self.session = SessionState::None;
                 self.status.link = LinkState::Connected;
+                // The worker of the lost daemon may still hold the record for a moment.
+                if let Some((id, cwd, attempts)) = self.reattach.take()
+                    && attempts < REATTACH_ATTEMPTS
+                {
+                    self.reattach = Some((id, cwd, attempts + 1));
+                    let events = self.events.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(REATTACH_DELAY).await;
+                        let _ = events.send(AppEvent::Reattach).await;
+                    });
+                    return;
+                }
                 self.queue.clear();
                 self.notice(NoticeLevel::Error, format!("could not open the session: {message}"));
+            }
+            AppEvent::Reattach => {
+                if let Some((id, cwd, _)) = &self.reattach {
+                    self.resume_target = Some((id.clone(), cwd.clone()));
+                    self.open_session_if_needed();
+                }
             }
             AppEvent::PromptFinished { session_id, result } => {
                 if self.session_id() == Some(session_id.as_str()) {
@@ -319,10 +348,6 @@ impl App {
         }
     }
 
-    fn transcript_cwd(&self) -> PathBuf {
-        self.cwd.clone()
-    }
-
     /// Opens a session when something waits for one: a resume target, a queued prompt,
     /// a picker that needs the worker's choices.
     pub(crate) fn open_session_if_needed(&mut self) {
@@ -333,6 +358,8 @@ impl App {
         if let Some((id, cwd)) = self.resume_target.take() {
             self.session = SessionState::Opening(Some(id.clone()));
             self.status.link = LinkState::Opening;
+            // The history is replayed in full: what is on screen would show twice.
+            self.transcript.clear();
             self.transcript.set_cwd(cwd.clone());
             client::load_session(connection, id, cwd, self.events.clone());
             return;
@@ -350,6 +377,8 @@ impl App {
 
     fn session_opened(&mut self, opened: OpenedSession) {
         self.session = SessionState::Open(opened.session_id.clone());
+        self.session_cwd = opened.cwd.clone();
+        let reattached = self.reattach.take().is_some();
         self.status.link = LinkState::Ready;
         self.resume = None;
         self.last_update_was_user = false;
@@ -358,7 +387,9 @@ impl App {
         }
         self.modes = opened.modes;
         self.set_config_options(opened.config_options);
-        if opened.loaded {
+        if reattached {
+            self.notice(NoticeLevel::Info, "reconnected to the daemon; the session carries on");
+        } else if opened.loaded {
             for prompt in self.transcript.user_prompts() {
                 self.composer.remember(&prompt);
             }

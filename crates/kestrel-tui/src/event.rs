@@ -86,6 +86,8 @@ pub(crate) enum AppEvent {
     EditableMessages(Result<Vec<crate::rewind::EditableMessage>, String>),
     /// The session was forked to edit a message.
     Forked(Result<crate::rewind::Fork, String>),
+    /// Try again to attach to the session after losing the daemon.
+    Reattach,
     /// Syntax highlighting became available: redraw.
     Redraw,
 }

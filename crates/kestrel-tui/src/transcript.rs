@@ -235,5 +235,15 @@ impl Transcript {
             let line_area = Rect { x: area.x, y, width: area.width, height: 1 };
             (*line).clone().render(line_area, buffer);
         }
+        if self.scroll > 0 && area.height > 0 {
+            let note = format!(" ↓ {} more lines · pgdn or esc to follow ", self.scroll);
+            let width = u16::try_from(crate::wrap::width(&note)).unwrap_or(area.width);
+            let x = area.x + area.width.saturating_sub(width);
+            let row =
+                Rect { x, y: area.y + area.height - 1, width: width.min(area.width), height: 1 };
+            ratatui::widgets::Clear.render(row, buffer);
+            Line::from(ratatui::text::Span::styled(note, crate::theme::warning()))
+                .render(row, buffer);
+        }
     }
 }
