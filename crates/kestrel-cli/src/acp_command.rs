@@ -16,7 +16,11 @@ pub fn run() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error),
     };
-    runtime.block_on(bridge())
+    let code = runtime.block_on(bridge());
+    // tokio's stdin reader is a blocking thread that may still wait for the editor:
+    // do not wait for it, or a dead daemon looks like a hung agent.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
 }
 
 async fn bridge() -> ExitCode {

@@ -233,3 +233,21 @@ async fn initialize_advertises_load_and_list_and_session_list_shows_every_sessio
     let elsewhere = client.request("session/list", json!({"cwd": "/nowhere"})).await.unwrap();
     assert_eq!(elsewhere["sessions"], json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kestrel_acp_exits_when_the_daemon_dies_while_the_editor_keeps_stdin_open() {
+    let test = quiet();
+    let client = daemon_support::AcpClient::spawn(&test);
+    client.initialize().await;
+    let bridge = client.pid().expect("kestrel acp runs");
+    let daemon = test.daemon_pid().expect("the client started a daemon");
+    kill(daemon, libc::SIGKILL);
+    // The editor still holds stdin open: the bridge must notice the daemon is gone.
+    // (The bridge is this test's child: once it exits it is a zombie until reaped.)
+    let exited = || {
+        std::fs::read_to_string(format!("/proc/{bridge}/stat"))
+            .map_or(true, |stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+    };
+    eventually("kestrel acp exits after its daemon died", exited).await;
+    test.stop_daemon();
+}

@@ -116,6 +116,7 @@ impl Endpoint {
     /// is not a private directory of this user.
     pub fn prepare_dirs(&self) -> Result<(), IpcError> {
         create_private_dir(&self.run_dir)?;
+        make_private(&self.run_dir)?;
         if let Some(parent) = self.socket.parent()
             && parent != self.run_dir
         {
@@ -313,6 +314,18 @@ fn create_private_dir(path: &Path) -> Result<(), IpcError> {
     builder.create(path).map_err(|source| IpcError::io("create the directory", path, source))
 }
 
+/// A run directory that already existed keeps its mode unless told: make it 0700 too
+/// (it holds the socket in the window between bind and chmod).
+fn make_private(path: &Path) -> Result<(), IpcError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|source| IpcError::io("make private", path, source))?;
+    }
+    Ok(())
+}
+
 /// The shared `/tmp/kestrel-$UID` must be a real directory of ours that nobody else can
 /// enter: otherwise another user could plant a socket there.
 fn check_private_dir(path: &Path) -> Result<(), IpcError> {
@@ -429,5 +442,16 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let error = check_private_dir(dir.path()).unwrap_err();
         assert!(error.to_string().contains("not a private directory"), "{error}");
+    }
+
+    #[test]
+    fn an_existing_open_run_dir_is_made_private() {
+        use std::os::unix::fs::MetadataExt;
+        let home = tempfile::tempdir().unwrap();
+        let run = home.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Endpoint::new(&run).prepare_dirs().unwrap();
+        assert_eq!(std::fs::metadata(&run).unwrap().mode() & 0o777, 0o700);
     }
 }
