@@ -24,7 +24,16 @@ pub fn run() -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+    // Under a daemon (its run dir exists) the worker's tool and MCP process groups are
+    // listed where the daemon finds them if this process is killed outright.
+    if options.home.run_dir().is_dir() {
+        let groups = options.home.worker_groups_file(std::process::id());
+        if let Err(error) = kestrel_platform::mirror_groups_to(&groups) {
+            eprintln!("kestrel worker: cannot write {}: {error}", groups.display());
+        }
+    }
     runtime.block_on(run_worker(options, tokio::io::stdin(), tokio::io::stdout()));
+    kestrel_platform::stop_mirroring_groups();
     // A tool still stuck in a blocking thread must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     ExitCode::SUCCESS

@@ -35,7 +35,7 @@ fn item_types(items: &[Value]) -> Vec<String> {
 async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     let (test, other) = two_servers(
         Script::new([
-            Step::tool_call("shell", json!({"command": "sleep 20; echo never"})),
+            Step::tool_call("shell", json!({"command": "sleep 8; echo never > never.txt"})),
             Step::text("after the restart"),
         ]),
         Script::new([
@@ -62,6 +62,7 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     assert!(written.contains(&"tool_call".to_owned()), "{written:?}");
 
     kill(pid as u32, libc::SIGKILL);
+    let killed_at = std::time::Instant::now();
     let answer = doomed.await.unwrap().expect("the pending prompt is answered");
     assert_eq!(answer["stopReason"], "cancelled");
     let restarted = client
@@ -105,6 +106,12 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     let next = client.prompt(&victim, "carry on").await.unwrap().unwrap();
     assert_eq!(next["stopReason"], "end_turn");
     assert_eq!(test.env.requests().len(), 2);
+
+    // The killed worker's shell command died with it: past its sleep, it wrote nothing.
+    let past_the_sleep = Duration::from_secs(10).saturating_sub(killed_at.elapsed());
+    tokio::time::sleep(past_the_sleep).await;
+    assert!(!cwd.join("never.txt").exists(), "the interrupted command kept running");
+    assert!(!test.env.home.path().join("run").join(format!("worker-{pid}.groups")).exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -248,8 +248,17 @@ async fn run_worker(
             group.wait().await.ok()
         }
     };
-    // Whatever the worker left running in its group (shell commands) goes with it.
+    // Whatever the worker left running goes with it: its own group, and the groups of
+    // the shell commands and MCP servers it started (listed by the worker itself).
     let _ = kill_group(group.id(), Signal::Kill);
+    let listed = router.settings.home.worker_groups_file(group.id());
+    match kestrel_platform::kill_groups_listed_in(&listed, Signal::Kill) {
+        Ok(0) => {}
+        Ok(killed) => router
+            .log
+            .line(format!("killed {killed} process group(s) worker {} left running", group.id())),
+        Err(error) => router.log.line(format!("cannot read {}: {error}", listed.display())),
+    }
     match status {
         Some(status) => match (status.code(), exit_signal(&status)) {
             (_, Some(signal)) => format!("killed by signal {signal}"),

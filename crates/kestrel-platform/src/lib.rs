@@ -9,8 +9,8 @@ pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
 pub use process::{
-    ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group, shell_command,
-    spawn_group,
+    ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
+    kill_groups_listed_in, mirror_groups_to, shell_command, spawn_group, stop_mirroring_groups,
 };
 pub use sandbox::{
     SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy, SandboxUnavailable,

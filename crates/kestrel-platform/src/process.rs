@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,6 +18,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// takes down when the process must exit at once.
 static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
+/// Where the live set is mirrored (see `mirror_groups_to`), when anywhere.
+static MIRROR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
 fn track(id: u32, live: bool) {
     if let Ok(mut groups) = LIVE_GROUPS.lock() {
         if live {
@@ -24,7 +28,60 @@ fn track(id: u32, live: bool) {
         } else {
             groups.remove(&id);
         }
+        // Written under the lock so the file never goes back to an older set.
+        write_mirror(&groups);
     }
+}
+
+fn write_mirror(groups: &BTreeSet<u32>) {
+    let Some(path) = MIRROR.lock().ok().and_then(|mirror| mirror.clone()) else { return };
+    let text: String = groups.iter().map(|id| format!("{id}\n")).collect();
+    let mut staging = path.clone().into_os_string();
+    staging.push(".tmp");
+    // Replaced whole, so a reader never sees half a list; a failure only loses the mirror.
+    if std::fs::write(&staging, text).is_ok() {
+        let _ = std::fs::rename(&staging, &path);
+    }
+}
+
+/// Keeps `path` listing the ids of the live process groups this process started (one
+/// per line), so that whoever supervises this process can kill them with
+/// `kill_groups_listed_in` should it die without cleaning up (SIGKILL). Fails when the
+/// file cannot be written at once.
+pub fn mirror_groups_to(path: &Path) -> io::Result<()> {
+    if let Ok(mut mirror) = MIRROR.lock() {
+        *mirror = Some(path.to_path_buf());
+    }
+    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    let text: String = groups.iter().map(|id| format!("{id}\n")).collect();
+    std::fs::write(path, text)
+}
+
+/// Stops mirroring and removes the file: the process is exiting in order.
+pub fn stop_mirroring_groups() {
+    let path = MIRROR.lock().ok().and_then(|mut mirror| mirror.take());
+    if let Some(path) = path {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Sends `signal` to every group listed in `path` (written by `mirror_groups_to` in a
+/// process that has died), then removes the file. Returns how many groups were still
+/// there; a missing file lists none. Fails when the file exists but cannot be read.
+pub fn kill_groups_listed_in(path: &Path, signal: Signal) -> io::Result<usize> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(error) => return Err(error),
+    };
+    let mut killed = 0;
+    for id in text.lines().filter_map(|line| line.trim().parse::<u32>().ok()) {
+        if matches!(kill_group(id, signal), Ok(true)) {
+            killed += 1;
+        }
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(killed)
 }
 
 /// Sends `signal` to every process group this process started that may still run.
@@ -275,6 +332,17 @@ mod tests {
         assert_eq!(status.code(), Some(3));
         assert!(!kill_group(group.id(), Signal::Terminate).unwrap());
         assert!(!group_exists(group.id()));
+    }
+
+    #[tokio::test]
+    async fn listed_groups_are_killed_and_the_list_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("groups");
+        let group = spawn_group(sh("sleep 60").stdout(Stdio::null())).unwrap();
+        std::fs::write(&list, format!("{}\nnot-a-number\n", group.id())).unwrap();
+        assert_eq!(kill_groups_listed_in(&list, Signal::Kill).unwrap(), 1);
+        assert!(!list.exists());
+        assert_eq!(kill_groups_listed_in(&list, Signal::Kill).unwrap(), 0);
     }
 
     #[test]

@@ -62,6 +62,12 @@ impl KestrelHome {
         self.root.join("run")
     }
 
+    /// `run/worker-<pid>.groups`: the process groups a daemon's worker has running, for
+    /// the daemon to kill should the worker die without cleaning up.
+    pub fn worker_groups_file(&self, pid: u32) -> PathBuf {
+        self.run_dir().join(format!("worker-{pid}.groups"))
+    }
+
     /// `logs/`: daemon and worker logs.
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
