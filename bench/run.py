@@ -4,10 +4,11 @@ the scripted model server (and Codex CLI on the same server, where installed), a
 appends the results to bench/RESULTS.md. See bench/README.md.
 
     python3 bench/run.py [--runs 7] [--only exec,resume,...] [--skip-build] [--codex auto|off|PATH]
-                         [--tree DIR] [--note TEXT] [--dry-run]
+                         [--tree DIR] [--note TEXT] [--dry-run] [--rev COMMIT]
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kbench import recovery, report, scenarios, tui  # noqa: E402
 from kbench.agents import find_codex  # noqa: E402
-from kbench.measure import BenchError, Results, run_checked, use_rusage_helper  # noqa: E402
+from kbench.measure import BenchError, Results, run_checked, run_process, use_rusage_helper  # noqa: E402
 
 GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery")
 BENCH_TARGETS = {"replay": "kestrel-store", "sessions": "kestrel-store", "tools": "kestrel-tools"}
@@ -37,6 +38,8 @@ def parse_arguments():
     parser.add_argument("--tree", help="tree for the grep bench (default $CARGO_HOME/registry/src)")
     parser.add_argument("--note", default="", help="what this run is about (before/after of a change)")
     parser.add_argument("--dry-run", action="store_true", help="print the entry, do not append it")
+    parser.add_argument("--rev", help="measure this commit, built in a clean worktree (target dir "
+                        "$CARGO_TARGET_DIR or /var/tmp/kestrel-bench-target), not the checkout")
     arguments = parser.parse_args()
     groups = [group.strip() for group in arguments.only.split(",") if group.strip()]
     unknown = [group for group in groups if group not in GROUPS]
@@ -48,17 +51,22 @@ def parse_arguments():
     return arguments
 
 
+# Set for --rev: cargo runs in the worktree with its own target dir.
+CARGO_ENV = None
+
+
 def target_dir(repo: Path) -> Path:
     try:
-        run = run_checked(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=repo, timeout=120)
+        run = run_checked(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=repo,
+                          env=CARGO_ENV, timeout=120)
         return Path(json.loads(run.stdout)["target_directory"])
     except BenchError:  # a half-edited workspace: fall back to where cargo would put it
-        return Path(os.environ.get("CARGO_TARGET_DIR") or repo / "target")
+        return Path((CARGO_ENV or os.environ).get("CARGO_TARGET_DIR") or repo / "target")
 
 
 def cargo(repo: Path, *arguments: str):
     print(f"bench: cargo {' '.join(arguments)}", file=sys.stderr, flush=True)
-    return run_checked(["cargo", *arguments], cwd=repo, timeout=3600)
+    return run_checked(["cargo", *arguments], cwd=repo, env=CARGO_ENV, timeout=3600)
 
 
 def bench_binaries(repo: Path, target: Path, skip_build: bool) -> dict:
@@ -111,12 +119,33 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kestrel-bench-") as work:
         use_rusage_helper(Path(work))
-        text = measure(arguments, repo, Path(work), started)
+        if arguments.rev:
+            with clean_worktree(repo, arguments.rev) as tree:
+                text = measure(arguments, tree, Path(work), started)
+        else:
+            text = measure(arguments, repo, Path(work), started)
     print(text)
     if not arguments.dry_run:
         report.append(repo / "bench" / "RESULTS.md", text)
         print("bench: appended to bench/RESULTS.md", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def clean_worktree(repo: Path, rev: str):
+    """A detached worktree of `rev` (the committed state only: the shared checkout may hold
+    other engineers' half-done edits), removed afterwards; its builds go to a target dir
+    kept between runs, so only what changed recompiles."""
+    global CARGO_ENV
+    tree = Path(tempfile.gettempdir()) / f"kestrel-bench-worktree-{os.getpid()}"
+    run_checked(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), rev], timeout=120)
+    CARGO_ENV = dict(os.environ)
+    CARGO_ENV.setdefault("CARGO_TARGET_DIR", "/var/tmp/kestrel-bench-target")
+    try:
+        yield tree
+    finally:
+        CARGO_ENV = None
+        run_process(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], timeout=120)
 
 
 def measure(arguments, repo: Path, work: Path, started: float) -> str:

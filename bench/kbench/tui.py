@@ -20,7 +20,7 @@ import termios
 import time
 from pathlib import Path
 
-from .agents import Codex, clean_env
+from .agents import Codex, Kestrel, clean_env
 from .measure import run_process
 
 COLUMNS, ROWS = 120, 40
@@ -194,7 +194,8 @@ def tui(ctx):
     """The TUI rows: measured when `kestrel` paints in a pty, "not built yet" otherwise."""
     daemon_idle(ctx)
     home = ctx.work / "home-tui"
-    home.mkdir(exist_ok=True)
+    # A configured model whose server is a closed port: start-up needs no model.
+    Kestrel.configure(home, "http://127.0.0.1:9/v1")
     env = clean_env(KESTREL_HOME=home)
     codex_reference(ctx)
     try:
