@@ -57,8 +57,8 @@ impl ProcessHost {
             let _ = group.signal(Signal::Kill);
             return Err("the worker's pipes were not set up".into());
         };
-        let (connection, incoming) = Connection::start(stdout, stdin);
         let done = CancellationToken::new();
+        let (connection, incoming) = Connection::start(stdout, closable(stdin, done.clone()));
         tokio::spawn(answer_child(connection.clone(), incoming, done.clone()));
         let opened = tokio::time::timeout(START_TIMEOUT, open(&connection, &request)).await;
         let id = match opened {
@@ -101,6 +101,24 @@ impl SubagentHost for ProcessHost {
     fn spawn(&self, request: ChildRequest) -> BoxFuture<'_, Result<Box<dyn ChildSession>, String>> {
         Box::pin(self.start(request))
     }
+}
+
+/// A writer into the child's stdin that closes it once `done` fires: the connection
+/// itself keeps its output open while it still reads, and the worker exits only when
+/// its stdin closes.
+fn closable(
+    mut stdin: tokio::process::ChildStdin,
+    done: CancellationToken,
+) -> tokio::io::DuplexStream {
+    let (writer, mut reader) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::io::copy(&mut reader, &mut stdin) => {}
+            () = done.cancelled() => {}
+        }
+        // Dropping `stdin` closes it.
+    });
+    writer
 }
 
 /// `initialize` and `session/new` (naming the parent); the child's session id.
