@@ -108,6 +108,8 @@ pub struct Session {
     subagents: Option<Arc<dyn SubagentHost>>,
     /// How full the context is.
     gauge: ContextGauge,
+    /// The mode the record says is in force (the launch mode until a switch is recorded).
+    recorded_mode: Mode,
 }
 
 impl Session {
@@ -130,6 +132,7 @@ impl Session {
             client,
             tools,
             control: SessionControl::new(settings.mode),
+            recorded_mode: settings.mode,
             settings,
             approver,
             policy,
@@ -192,6 +195,26 @@ impl Session {
         self.control.mode()
     }
 
+    /// Records the mode in force when it is not the one last recorded (a `mode_switch`
+    /// notice, so a restarted or resumed session keeps it). Fails only when the record
+    /// cannot be written.
+    pub fn record_mode(&mut self) -> Result<(), AgentError> {
+        let mode = self.mode();
+        if mode == self.recorded_mode {
+            return Ok(());
+        }
+        self.write(RecordItem::Notice {
+            notice: Notice {
+                kind: NoticeKind::ModeSwitch,
+                message: format!("mode switched to {}", mode.as_str()),
+                model: None,
+                mode: Some(mode),
+            },
+        })?;
+        self.recorded_mode = mode;
+        Ok(())
+    }
+
     /// The model in use, as `provider/model`.
     pub fn model_ref(&self) -> String {
         format!("{}/{}", self.client.provider().name, self.settings.model)
@@ -210,6 +233,7 @@ impl Session {
                 kind: NoticeKind::ModelSwitch,
                 message: format!("model switched from {previous} to {}", choice.model_ref),
                 model: Some(choice.model_ref),
+                mode: None,
             },
         })
     }

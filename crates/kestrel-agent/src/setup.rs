@@ -151,7 +151,8 @@ pub fn open_child_session(
 /// written to close an unfinished turn included, for hosts that show the history.
 ///
 /// The model is `launch.model` when set, else the last one the record switched to,
-/// else the record header's. Fails when the record cannot be found, read or locked
+/// else the record header's. The mode is the last one the record switched to, else
+/// `launch.mode`. Fails when the record cannot be found, read or locked
 /// (another process has it open), or the model cannot be resolved.
 pub fn resume_session(
     launch: &Launch,
@@ -171,6 +172,12 @@ pub fn resume_session(
         })
         .unwrap_or_else(|| format!("{}/{}", replay.header.provider, replay.header.model));
     let model_ref = launch.model.clone().unwrap_or(recorded_model);
+    // A mode switched to in the session outlives a restart or resume.
+    let recorded_mode = entries.iter().rev().find_map(|entry| {
+        let RecordItem::Notice { notice } = &entry.item else { return None };
+        (notice.kind == NoticeKind::ModeSwitch).then_some(notice.mode).flatten()
+    });
+    let launch = &Launch { mode: recorded_mode.unwrap_or(launch.mode), ..launch.clone() };
     let mut session = start(launch, record, history, &model_ref, approver)?;
     // The context as the last request left it (its input and the output that followed),
     // so a session resumed nearly full compacts before its first request.
@@ -299,6 +306,7 @@ fn close_unfinished_turn(
                 kind: NoticeKind::Error,
                 message: "the previous turn was interrupted; it was not re-sent".to_string(),
                 model: None,
+                mode: None,
             },
         });
         items.push(RecordItem::TurnCompleted { stop_reason: StopReason::Interrupted, error: None });

@@ -199,3 +199,35 @@ async fn a_worker_that_crashes_in_a_loop_is_given_up_on() {
     let answer = client.prompt(&session, "are you there").await.unwrap().unwrap();
     assert_eq!(answer["stopReason"], "end_turn");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_worker_keeps_the_mode_the_session_switched_to() {
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call("write_file", json!({"path": "yolo.txt", "content": "written\n"})),
+        Step::text("wrote it"),
+    ]));
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let session = client.new_session(&cwd).await;
+    client.set_mode(&session, "yolo").await;
+    let pid = test.wait_worker_pid(&session, None);
+    kill(pid as u32, libc::SIGKILL);
+    client
+        .wait_for("_kestrel/worker/restarted", |event| {
+            matches!(event, Event::Notification(n) if n.method == kestrel_daemon::WORKER_RESTARTED)
+        })
+        .await;
+
+    // A client attaching now is told the mode the session has.
+    let other = test.client().await;
+    let loaded = other.load(&session, &cwd).await.expect("loaded");
+    assert_eq!(loaded["modes"]["currentModeId"], "yolo", "{loaded}");
+
+    // Still yolo: the write runs without asking.
+    let turn = client.prompt(&session, "write the file");
+    tokio::select! {
+        answer = turn => assert_eq!(answer.unwrap().unwrap()["stopReason"], "end_turn"),
+        request = client.wait_permission() => panic!("asked after the restart: {request:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(cwd.join("yolo.txt")).unwrap(), "written\n");
+}

@@ -391,7 +391,12 @@ fn handle_response(
             }
         },
         Pending::RestartLoad => match result {
-            Ok(_) => restarted(router, session),
+            Ok(response) => {
+                // The restarted worker's answer (its mode and model, from the record)
+                // is what attaching clients are told from now on.
+                session.state().snapshot = messages::snapshot_of(&response);
+                restarted(router, session);
+            }
             Err(error) => {
                 router.log.line(format!(
                     "restarted worker {} could not load the session: {error}",

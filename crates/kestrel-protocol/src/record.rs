@@ -2,7 +2,7 @@
 //! then items each tagged with `type` and stamped with `ts`. Readers must accept
 //! fields they do not know (a newer Kestrel may add some) and skip a torn last line.
 
-use crate::{SessionId, Timestamp};
+use crate::{Mode, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// The record format's version, written in every header.
@@ -112,6 +112,8 @@ pub enum NoticeKind {
     WorkerRestarted,
     Error,
     ModelSwitch,
+    /// The session's mode was switched (`mode` names it): a resumed session keeps it.
+    ModeSwitch,
     Retry,
     Info,
 }
@@ -125,6 +127,9 @@ pub struct Notice {
     /// resumed session continues with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// For `mode_switch`: the mode in force from here on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
 }
 
 /// The items of a record, tagged by `type`.

@@ -204,7 +204,7 @@ impl Session {
         message: String,
         sink: &dyn EventSink,
     ) -> Result<(), AgentError> {
-        let notice = Notice { kind, message, model: None };
+        let notice = Notice { kind, message, model: None, mode: None };
         self.write(RecordItem::Notice { notice: notice.clone() })?;
         sink.emit(AgentEvent::Notice(notice)).await;
         Ok(())

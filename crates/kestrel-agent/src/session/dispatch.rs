@@ -148,7 +148,7 @@ impl Session {
         sink: &dyn EventSink,
     ) -> Result<(), AgentError> {
         for message in self.tools.take_reports() {
-            let notice = Notice { kind: NoticeKind::Error, message, model: None };
+            let notice = Notice { kind: NoticeKind::Error, message, model: None, mode: None };
             self.write(RecordItem::Notice { notice: notice.clone() })?;
             sink.emit(AgentEvent::Notice(notice)).await;
         }
@@ -249,7 +249,8 @@ impl Session {
                 self.policy.remember(&always);
                 if let Err(error) = save_rules(&self.settings.home.config_file(), &always) {
                     let message = format!("the permission was not saved: {error}");
-                    let notice = Notice { kind: NoticeKind::Error, message, model: None };
+                    let notice =
+                        Notice { kind: NoticeKind::Error, message, model: None, mode: None };
                     let _ = self.write(RecordItem::Notice { notice });
                 }
                 Ok(run_as)

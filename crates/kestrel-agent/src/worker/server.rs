@@ -100,7 +100,10 @@ impl Server {
     }
 
     /// Takes the session back from its turn and answers the prompt.
-    pub(crate) async fn turn_finished(&mut self, done: TurnDone) {
+    pub(crate) async fn turn_finished(&mut self, mut done: TurnDone) {
+        if let Err(error) = done.session.record_mode() {
+            self.log(&format!("the mode switch could not be recorded: {error}"));
+        }
         if let Some(live) = self.live.as_mut() {
             live.turn = Turn::Idle(done.session);
         }
@@ -245,6 +248,10 @@ impl Server {
         let id = SessionId::from_string(request.session_id.0.to_string());
         let (session, entries) =
             resume_session(&launch, &id, approver.clone()).map_err(agent_error)?;
+        // KESTREL_MODE (a subagent's limit) wins over the mode the record switched to.
+        if let Some(mode) = self.options.mode {
+            session.control().set_mode(mode);
+        }
         let live = self.open(launch, session, configured, &approver);
         let (session_id, mapper) = (live.id.clone(), live.mapper.clone());
         let response = acp::LoadSessionResponse::new()
@@ -323,6 +330,10 @@ impl Server {
         let live = live_session(&mut self.live, &request.session_id)?;
         let mode: Mode = request.mode_id.0.parse().map_err(RpcError::invalid_params)?;
         live.control.set_mode(mode);
+        // A running turn's session records it when the turn is over.
+        if let Turn::Idle(session) = &mut live.turn {
+            session.record_mode().map_err(agent_error)?;
+        }
         let update =
             acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.as_str()));
         let session_id = live.id.clone();

@@ -281,7 +281,9 @@ fn notice_update(notice: &Notice) -> acp::SessionUpdate {
     let severity = match notice.kind {
         NoticeKind::Error => acp::NoticeSeverity::Error,
         NoticeKind::WorkerRestarted | NoticeKind::Retry => acp::NoticeSeverity::Warning,
-        NoticeKind::ModelSwitch | NoticeKind::Info => acp::NoticeSeverity::Info,
+        NoticeKind::ModelSwitch | NoticeKind::ModeSwitch | NoticeKind::Info => {
+            acp::NoticeSeverity::Info
+        }
     };
     let title = if notice.message.is_empty() { "notice" } else { notice.message.as_str() };
     acp::SessionUpdate::Notice(acp::Notice::new(severity, title))

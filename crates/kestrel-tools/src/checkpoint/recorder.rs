@@ -207,7 +207,9 @@ impl Checkpointer {
 }
 
 fn notice(message: String) -> RecordItem {
-    RecordItem::Notice { notice: Notice { kind: NoticeKind::Error, message, model: None } }
+    RecordItem::Notice {
+        notice: Notice { kind: NoticeKind::Error, message, model: None, mode: None },
+    }
 }
 
 #[cfg(unix)]

@@ -214,7 +214,7 @@ pub fn undo(
             }
         );
         record.append(&RecordEntry::now(RecordItem::Notice {
-            notice: Notice { kind: NoticeKind::Info, message, model: None },
+            notice: Notice { kind: NoticeKind::Info, message, model: None, mode: None },
         }))?;
     } else {
         files = work
