@@ -311,3 +311,58 @@ fn losing_the_daemon_reconnects_and_the_session_carries_on() {
     test.wait("After.");
     assert_ne!(endpoint.running_pid(), Some(daemon), "a new daemon serves the session");
 }
+
+#[test]
+fn a_subagent_shows_nested_under_its_task_and_opens_from_sessions() {
+    let script = Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "count the files", "prompt": "How many files are here?"}),
+        ),
+        Step::tool_call("list_dir", json!({})),
+        Step::text("There are 2 files."),
+        Step::text("The subagent counted 2 files."),
+    ]);
+    let mut test = TuiTest::new(script);
+    std::fs::write(test.work_file("a.txt"), "a").unwrap();
+    std::fs::write(test.work_file("b.txt"), "b").unwrap();
+    test.start(&[]);
+    test.send("count them with a subagent");
+    test.wait("The subagent counted 2 files.");
+    test.wait("✓ list_dir");
+    test.snapshot("subagent");
+    test.send("/sessions");
+    test.wait("└ How many files are here?");
+    test.snapshot("sessions_with_subagent");
+    test.press(Key::Down);
+    test.press(Key::Enter);
+    test.wait_until("the subagent's own session", |screen| {
+        screen.contains("› How many files are here?") && screen.contains("There are 2 files.")
+    });
+}
+
+#[test]
+fn compact_summarises_the_conversation_on_demand() {
+    let script = Script::new([
+        Step::text("Answer one."),
+        Step::text("Answer two."),
+        Step::text("Answer three."),
+        Step::text("Summary: three questions were answered."),
+    ]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    for (question, answer) in
+        [("one", "Answer one."), ("two", "Answer two."), ("three", "Answer three.")]
+    {
+        test.send(question);
+        test.wait(answer);
+        test.wait("● ready");
+    }
+    test.send("/compact");
+    let screen = test.wait_until("the compaction's outcome", |screen| {
+        screen.contains("compacted") || screen.contains("compaction failed")
+    });
+    assert!(screen.contains("the conversation was compacted"), "{screen}");
+    let summary_request = test.env.requests().last().unwrap().body.to_string();
+    assert!(summary_request.contains("Answer one."), "{summary_request}");
+}

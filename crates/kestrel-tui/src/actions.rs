@@ -73,12 +73,11 @@ impl App {
             Builtin::New => self.new_session(),
             Builtin::Resume => self.list_sessions(SessionsPurpose::Resume),
             Builtin::Sessions => self.list_sessions(SessionsPurpose::Browse),
-            Builtin::Compact | Builtin::Undo => self.notice(
+            Builtin::Compact => self.compact(),
+            Builtin::Undo => self.notice(
                 NoticeLevel::Warning,
-                format!(
-                    "/{} is not available yet: the worker offers no ACP method for it",
-                    builtin.name()
-                ),
+                "/undo is not available in a live session yet: the worker offers no ACP method \
+                 for it; `kestrel undo` works once the session's worker has exited",
             ),
             Builtin::Diff => self.show_diff(),
             Builtin::Status => self.show_status(),

@@ -102,6 +102,12 @@ pub(crate) struct App {
     pub(crate) session_cwd: PathBuf,
     /// Re-attaching after the daemon was lost: the session, its cwd, attempts so far.
     reattach: Option<(String, PathBuf, u32)>,
+    /// Subagent sessions shown under their `task` call: child id → call id.
+    pub(crate) children: std::collections::HashMap<String, String>,
+    /// `/compact` is running.
+    pub(crate) compacting: bool,
+    /// The worker sent a notice while compacting (it says what was done).
+    compaction_noticed: bool,
 }
 
 impl App {
@@ -142,6 +148,9 @@ impl App {
             config: ConfigSummary::default(),
             session_cwd: options.cwd.clone(),
             reattach: None,
+            children: std::collections::HashMap::new(),
+            compacting: false,
+            compaction_noticed: false,
         };
         if app.resume.is_none() {
             app.push_welcome();
@@ -216,7 +225,7 @@ impl App {
 
     /// Whether periodic redraws are needed (the working indicator moves).
     pub(crate) fn animating(&self) -> bool {
-        let working = self.turn.is_some() && self.approvals.is_empty();
+        let working = (self.turn.is_some() || self.compacting) && self.approvals.is_empty();
         working || matches!(self.status.link, LinkState::Connecting | LinkState::Opening)
     }
 
@@ -271,6 +280,18 @@ impl App {
                 }
                 self.queue.clear();
                 self.notice(NoticeLevel::Error, format!("could not open the session: {message}"));
+            }
+            AppEvent::Compacted { session_id, result } => {
+                if self.session_id() == Some(session_id.as_str()) {
+                    self.compacted(result);
+                }
+            }
+            AppEvent::ChildFailed { session_id, message } => {
+                let short: String = session_id.chars().take(8).collect();
+                self.notice(
+                    NoticeLevel::Warning,
+                    format!("cannot follow subagent {short}: {message}"),
+                );
             }
             AppEvent::Reattach => {
                 if let Some((id, cwd, _)) = &self.reattach {
@@ -445,7 +466,7 @@ impl App {
     /// Sends the next queued prompt when the session is open and idle; opens the session
     /// when there is none.
     pub(crate) fn pump(&mut self) {
-        if self.turn.is_some() || self.queue.is_empty() {
+        if self.turn.is_some() || self.compacting || self.queue.is_empty() {
             return;
         }
         let (Some(connection), SessionState::Open(session_id)) = (&self.connection, &self.session)
@@ -558,6 +579,9 @@ impl App {
                     };
                     if ours {
                         self.apply_update(update.update);
+                    } else if let Some(call_id) = self.children.get(update.session_id.0.as_ref()) {
+                        let call_id = call_id.clone();
+                        self.transcript.child_update(&call_id, &update.update);
                     }
                 }
                 acp::kestrel::WORKER_RESTARTED => {
@@ -584,8 +608,10 @@ impl App {
                 }
                 match serde_json::from_value::<acp::RequestPermissionRequest>(request.params) {
                     Ok(permission) => {
-                        let approval = Approval::new(request.id, permission, &self.cwd);
-                        if self.session_id() == Some(approval.session_id.as_str()) {
+                        let mut approval = Approval::new(request.id, permission, &self.cwd);
+                        let child = self.children.contains_key(&approval.session_id);
+                        approval.from_subagent = child;
+                        if child || self.session_id() == Some(approval.session_id.as_str()) {
                             self.approvals.push_back(approval);
                             self.bell = true;
                             self.transcript.scroll_to_bottom();
@@ -613,12 +639,27 @@ impl App {
                 self.transcript.push_thought(&chunk_text(&chunk.content))
             }
             acp::SessionUpdate::ToolCall(call) => self.transcript.tool_call(call),
-            acp::SessionUpdate::ToolCallUpdate(update) => self.transcript.tool_update(update),
+            acp::SessionUpdate::ToolCallUpdate(update) => {
+                let call_id = update.tool_call_id.0.to_string();
+                if let Some(child) = self.transcript.tool_update(update) {
+                    self.children.insert(child.clone(), call_id.clone());
+                    if !self.transcript.tool_finished(&call_id)
+                        && let Some(connection) = &self.connection
+                    {
+                        let cwd = self.session_cwd.clone();
+                        client::attach_child(connection, child, cwd, self.events.clone());
+                    }
+                } else if self.transcript.tool_finished(&call_id) {
+                    self.stop_following_children_of(&call_id);
+                }
+            }
             acp::SessionUpdate::Plan(plan) => self.transcript.push(Cell::Plan(plan.entries)),
             acp::SessionUpdate::UsageUpdate(usage) => {
                 self.status.context_used = usage.used;
                 self.status.context_size = usage.size;
-                if self.turn.is_some() {
+                // Live requests only: not a replayed history's, not a compaction's estimate.
+                let live = matches!(self.session, SessionState::Open(_)) && !self.compacting;
+                if live {
                     self.status.tokens = self.status.tokens.saturating_add(usage.used);
                 }
                 if let Some(cost) = usage.cost {
@@ -640,6 +681,7 @@ impl App {
                     acp::NoticeSeverity::Warning => NoticeLevel::Warning,
                     _ => NoticeLevel::Info,
                 };
+                self.compaction_noticed |= self.compacting;
                 let text = match notice.description {
                     Some(description) => format!("{}: {description}", notice.title),
                     None => notice.title,
@@ -648,6 +690,65 @@ impl App {
             }
             _ => {}
         }
+    }
+
+    /// Stops following the subagents of a finished `task` call (they keep their sessions).
+    fn stop_following_children_of(&mut self, call_id: &str) {
+        let finished: Vec<String> = self
+            .children
+            .iter()
+            .filter(|(_, call)| call.as_str() == call_id)
+            .map(|(child, _)| child.clone())
+            .collect();
+        for child in finished {
+            if let Some(connection) = &self.connection {
+                client::detach(connection, &child);
+            }
+        }
+    }
+
+    /// `/compact`: summarise the older conversation now (between turns).
+    pub(crate) fn compact(&mut self) {
+        let (Some(connection), Some(id)) = (&self.connection, self.session_id()) else {
+            self.notice(NoticeLevel::Info, "nothing to compact yet");
+            return;
+        };
+        if self.turn.is_some() || self.compacting {
+            self.notice(NoticeLevel::Warning, "compact after the turn ends (esc interrupts it)");
+            return;
+        }
+        client::compact(connection, id.to_owned(), self.events.clone());
+        self.compacting = true;
+        self.compaction_noticed = false;
+        self.status.link = LinkState::Working;
+    }
+
+    fn compacted(&mut self, result: Result<acp::kestrel::CompactSessionResponse, String>) {
+        self.compacting = false;
+        self.status.link = LinkState::Ready;
+        match result {
+            Ok(response) if response.compacted => {
+                // Unless the worker's own notice said it already.
+                if !self.compaction_noticed {
+                    self.notice(
+                        NoticeLevel::Info,
+                        format!(
+                            "the conversation was compacted: about {} → {} tokens of context",
+                            crate::status::compact(response.tokens_before),
+                            crate::status::compact(response.tokens_after)
+                        ),
+                    );
+                }
+            }
+            Ok(response) => {
+                let reason = response.reason.unwrap_or_else(|| "nothing to compact".into());
+                self.notice(NoticeLevel::Info, format!("not compacted: {reason}"));
+            }
+            Err(message) => {
+                self.notice(NoticeLevel::Error, format!("compaction failed: {message}"))
+            }
+        }
+        self.pump();
     }
 }
 

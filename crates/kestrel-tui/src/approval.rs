@@ -50,6 +50,8 @@ pub(crate) struct Approval {
     selected: Option<usize>,
     /// The reason being typed, once a rejecting option was confirmed.
     reason: Option<String>,
+    /// Asked by a subagent of the session rather than the session itself.
+    pub(crate) from_subagent: bool,
     cwd: PathBuf,
 }
 
@@ -85,6 +87,7 @@ impl Approval {
             options,
             selected: None,
             reason: None,
+            from_subagent: false,
             cwd: cwd.to_path_buf(),
         }
     }
@@ -198,7 +201,10 @@ impl Approval {
         let mut lines = wrap_spans(
             &[Span::styled(self.title.clone(), theme::bold())],
             width,
-            &[Span::styled("Allow ", Style::default())],
+            &[Span::styled(
+                if self.from_subagent { "A subagent asks: allow " } else { "Allow " },
+                Style::default(),
+            )],
             &[Span::raw("  ")],
         );
         if let Some(summary) = &self.summary {

@@ -125,6 +125,37 @@ pub(crate) fn load_session(
     });
 }
 
+/// `_kestrel/session/compact`: summarise the older part of the conversation now.
+pub(crate) fn compact(connection: &Connection, session_id: String, events: Events) {
+    let connection = connection.clone();
+    tokio::spawn(async move {
+        let params = json!({"sessionId": session_id});
+        let result = match connection.request(acp::kestrel::SESSION_COMPACT, params).await {
+            Ok(answer) => serde_json::from_value::<acp::kestrel::CompactSessionResponse>(answer)
+                .map_err(|error| format!("bad compact answer: {error}")),
+            Err(error) => Err(error.message),
+        };
+        let _ = events.send(AppEvent::Compacted { session_id, result }).await;
+    });
+}
+
+/// Attaches to a subagent's session (`session/load` of a live session attaches) to show
+/// its progress; only failures are reported.
+pub(crate) fn attach_child(
+    connection: &Connection,
+    session_id: String,
+    cwd: PathBuf,
+    events: Events,
+) {
+    let connection = connection.clone();
+    tokio::spawn(async move {
+        let params = json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []});
+        if let Err(error) = connection.request("session/load", params).await {
+            let _ = events.send(AppEvent::ChildFailed { session_id, message: error.message }).await;
+        }
+    });
+}
+
 /// `session/prompt`; the answer (stop reason) comes when the turn ends.
 pub(crate) fn prompt(
     connection: &Connection,

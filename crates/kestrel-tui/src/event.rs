@@ -86,6 +86,16 @@ pub(crate) enum AppEvent {
     EditableMessages(Result<Vec<crate::rewind::EditableMessage>, String>),
     /// The session was forked to edit a message.
     Forked(Result<crate::rewind::Fork, String>),
+    /// `/compact` finished.
+    Compacted {
+        session_id: String,
+        result: Result<acp::kestrel::CompactSessionResponse, String>,
+    },
+    /// A subagent's session could not be followed.
+    ChildFailed {
+        session_id: String,
+        message: String,
+    },
     /// Try again to attach to the session after losing the daemon.
     Reattach,
     /// Syntax highlighting became available: redraw.

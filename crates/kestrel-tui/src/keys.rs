@@ -201,6 +201,10 @@ impl App {
                 let twice = alt || self.last_esc.take().is_some_and(|at| at.elapsed() < DOUBLE_ESC);
                 if self.turn.is_some() {
                     self.interrupt();
+                } else if self.compacting {
+                    if let (Some(connection), Some(id)) = (&self.connection, self.session_id()) {
+                        crate::client::cancel(connection, id);
+                    }
                 } else if self.transcript.is_scrolled() {
                     self.transcript.scroll_to_bottom();
                 } else if twice && self.composer.is_empty() {

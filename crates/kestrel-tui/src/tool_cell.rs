@@ -14,6 +14,67 @@ const COLLAPSED_OUTPUT: usize = 5;
 /// Diff lines shown per file unless output is expanded.
 const COLLAPSED_DIFF: usize = 40;
 
+/// Child tool calls shown under a `task` call (the latest ones).
+const CHILD_TOOLS: usize = 4;
+/// Lines of the child's answer shown under a `task` call (the latest ones).
+const CHILD_ANSWER_LINES: usize = 2;
+
+/// What a subagent (the child session of a `task` call) is doing, as its updates say.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChildActivity {
+    pub(crate) session_id: String,
+    /// Its tool calls in order: id, title, status.
+    tools: Vec<(String, String, acp::ToolCallStatus)>,
+    /// Its answer so far.
+    answer: String,
+}
+
+impl ChildActivity {
+    pub(crate) fn new(session_id: &str) -> Self {
+        Self { session_id: session_id.to_owned(), ..Self::default() }
+    }
+
+    /// Takes one of the child's updates; false when it changes nothing shown.
+    pub(crate) fn apply(&mut self, update: &acp::SessionUpdate) -> bool {
+        match update {
+            acp::SessionUpdate::AgentMessageChunk(chunk) => {
+                if let acp::ContentBlock::Text(text) = &chunk.content {
+                    self.answer.push_str(&text.text);
+                    return true;
+                }
+                false
+            }
+            acp::SessionUpdate::ToolCall(call) => {
+                let id = call.tool_call_id.0.to_string();
+                self.tools.retain(|(known, _, _)| *known != id);
+                self.tools.push((id, call.title.clone(), call.status));
+                true
+            }
+            acp::SessionUpdate::ToolCallUpdate(update) => {
+                let id = update.tool_call_id.0.as_ref();
+                let Some(tool) = self.tools.iter_mut().find(|(known, _, _)| known == id) else {
+                    return false;
+                };
+                if let Some(status) = update.fields.status {
+                    tool.2 = status;
+                }
+                if let Some(title) = &update.fields.title {
+                    tool.1 = title.clone();
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The child session a `task` call's update names (`_meta.kestrel.childSessionId`).
+pub(crate) fn child_session_of(update: &acp::ToolCallUpdate) -> Option<String> {
+    let kestrel = update.meta.as_ref()?.get("kestrel")?;
+    let id = kestrel.get(acp::kestrel::CHILD_SESSION_META)?.as_str()?;
+    Some(id.to_owned())
+}
+
 /// One tool call as the worker reported it so far.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCell {
@@ -24,6 +85,8 @@ pub(crate) struct ToolCell {
     pub(crate) status: acp::ToolCallStatus,
     pub(crate) raw_input: Option<Value>,
     pub(crate) content: Vec<acp::ToolCallContent>,
+    /// The subagent running this call (`task`), once known.
+    pub(crate) child: Option<ChildActivity>,
 }
 
 impl ToolCell {
@@ -36,6 +99,7 @@ impl ToolCell {
             status: call.status,
             raw_input: call.raw_input,
             content: call.content,
+            child: None,
         }
     }
 
@@ -71,6 +135,7 @@ impl ToolCell {
             status: acp::ToolCallStatus::Pending,
             raw_input: None,
             content: Vec::new(),
+            child: None,
         };
         cell.update(update.fields);
         cell
@@ -105,6 +170,10 @@ impl ToolCell {
                     ));
                 }
             }
+        }
+        if let Some(child) = &self.child {
+            // Once the call is done its output carries the child's answer.
+            body.extend(child_lines(child, inner, !self.is_finished()));
         }
         let failed = matches!(self.status, acp::ToolCallStatus::Failed);
         for content in &self.content {
@@ -175,6 +244,52 @@ impl ToolCell {
         collapse(&mut lines, keep, expanded, true);
         lines
     }
+}
+
+/// The nested view of a subagent: its id, its latest tool calls, its answer's last lines.
+fn child_lines(child: &ChildActivity, width: usize, with_answer: bool) -> Vec<Line<'static>> {
+    let short: String = child.session_id.chars().take(8).collect();
+    let mut lines = vec![Line::from(vec![
+        Span::styled("subagent ", theme::accent()),
+        Span::styled(short, theme::bold()),
+        Span::styled(" · open it from /sessions", theme::dim()),
+    ])];
+    let skipped = child.tools.len().saturating_sub(CHILD_TOOLS);
+    if skipped > 0 {
+        lines.push(Line::from(Span::styled(format!("│ … {skipped} earlier calls"), theme::dim())));
+    }
+    for (_, title, status) in child.tools.iter().skip(skipped) {
+        let (mark, style) = match status {
+            acp::ToolCallStatus::Pending => ("○", theme::dim()),
+            acp::ToolCallStatus::InProgress => ("●", theme::warning()),
+            acp::ToolCallStatus::Completed => ("✓", theme::success()),
+            acp::ToolCallStatus::Failed => ("✗", theme::error()),
+            _ => ("?", theme::dim()),
+        };
+        let spans = vec![
+            Span::styled("│ ", theme::dim()),
+            Span::styled(format!("{mark} "), style),
+            Span::raw(title.clone()),
+        ];
+        lines.push(Line::from(crate::wrap::truncate_spans(spans, width)));
+    }
+    if !with_answer {
+        return lines;
+    }
+    let answer: Vec<&str> =
+        child.answer.trim().lines().filter(|line| !line.trim().is_empty()).collect();
+    let first = answer.len().saturating_sub(CHILD_ANSWER_LINES);
+    for line in &answer[first..] {
+        let style = theme::dim().add_modifier(ratatui::style::Modifier::ITALIC);
+        let spans = [Span::styled((*line).to_owned(), style)];
+        lines.extend(wrap_spans(
+            &spans,
+            width,
+            &[Span::styled("│ ", theme::dim())],
+            &[Span::styled("│ ", theme::dim())],
+        ));
+    }
+    lines
 }
 
 fn indent(width: usize) -> Vec<Span<'static>> {

@@ -129,16 +129,49 @@ impl Transcript {
         }
     }
 
-    pub(crate) fn tool_update(&mut self, update: acp::ToolCallUpdate) {
+    /// Applies a tool call update. Returns the child session it names when that is new
+    /// (a `task` call's subagent), so the caller can follow it.
+    pub(crate) fn tool_update(&mut self, update: acp::ToolCallUpdate) -> Option<String> {
         let id = update.tool_call_id.0.to_string();
+        let child = crate::tool_cell::child_session_of(&update);
         let index = self.tools.get(&id).copied();
-        match index.and_then(|index| self.entries.get_mut(index)) {
+        let tool = match index.and_then(|index| self.entries.get_mut(index)) {
             Some(Entry { cell: Cell::Tool(tool), version, .. }) => {
                 tool.update(update.fields);
                 *version += 1;
+                tool
             }
-            Some(_) | None => self.push(Cell::Tool(ToolCell::from_update(update))),
+            Some(_) | None => {
+                self.push(Cell::Tool(ToolCell::from_update(update)));
+                match self.entries.last_mut() {
+                    Some(Entry { cell: Cell::Tool(tool), .. }) => tool,
+                    _ => return None,
+                }
+            }
+        };
+        let child = child?;
+        if tool.child.as_ref().is_some_and(|known| known.session_id == child) {
+            return None;
         }
+        tool.child = Some(crate::tool_cell::ChildActivity::new(&child));
+        Some(child)
+    }
+
+    /// Applies an update of the subagent running tool call `call_id`.
+    pub(crate) fn child_update(&mut self, call_id: &str, update: &acp::SessionUpdate) {
+        let Some(index) = self.tools.get(call_id).copied() else { return };
+        if let Some(Entry { cell: Cell::Tool(tool), version, .. }) = self.entries.get_mut(index)
+            && let Some(child) = &mut tool.child
+            && child.apply(update)
+        {
+            *version += 1;
+        }
+    }
+
+    /// Whether tool call `call_id` has finished.
+    pub(crate) fn tool_finished(&self, call_id: &str) -> bool {
+        let Some(index) = self.tools.get(call_id) else { return false };
+        matches!(&self.entries.get(*index).map(|entry| &entry.cell), Some(Cell::Tool(tool)) if tool.is_finished())
     }
 
     /// Marks calls still running as failed (the turn ended without their result).

@@ -27,7 +27,7 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
         None => app.composer.rows(area.width.saturating_sub(2)) + 2,
     };
     let queued = app.queue.len().min(QUEUE_LINES);
-    let working = usize::from(app.turn.is_some() && app.approvals.is_empty());
+    let working = usize::from((app.turn.is_some() || app.compacting) && app.approvals.is_empty());
     let middle = u16::try_from(queued + working).unwrap_or(0);
     let [transcript_area, middle_area, bottom_area, status_area] = Layout::vertical([
         Constraint::Min(1),
@@ -79,6 +79,14 @@ fn draw_middle(app: &App, area: Rect, buffer: &mut Buffer) {
             Span::styled(format!(" {} ", SPINNER[frame]), theme::accent()),
             Span::styled(label, theme::bold()),
             Span::styled(format!(" {}s · {keys}", elapsed.as_secs()), theme::dim()),
+        ]);
+        line.render(Rect { y: row, height: 1, ..area }, buffer);
+        row += 1;
+    } else if app.compacting && app.approvals.is_empty() {
+        let line = Line::from(vec![
+            Span::styled(" ⠿ ", theme::accent()),
+            Span::styled("Compacting", theme::bold()),
+            Span::styled(" the conversation · esc to stop", theme::dim()),
         ]);
         line.render(Rect { y: row, height: 1, ..area }, buffer);
         row += 1;
