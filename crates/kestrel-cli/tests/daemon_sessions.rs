@@ -293,3 +293,38 @@ async fn a_client_that_stops_reading_is_cut_off_without_stalling_the_session() {
     let log = std::fs::read_to_string(test.env.home.path().join("logs/daemon.log")).unwrap();
     assert!(log.contains("cut off: it stopped reading"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_loads_again_and_again_without_reading_is_cut_off() {
+    // A long history: every load of it queues far more than the backlog allows.
+    let words: Vec<String> = (0..12000).map(|n| format!("word{n}")).collect();
+    let text = words.join(" ");
+    let test = DaemonTest::new(Script::new([Step::text(&text)]))
+        .with_var("KESTREL_DAEMON_CLIENT_BACKLOG", &(4 * 1024 * 1024).to_string());
+    let reader = test.client().await;
+    let cwd = test.env.work_path();
+    let session = reader.new_session(&cwd).await;
+    let answer = reader.prompt(&session, "talk a lot").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+
+    // A raw socket client that asks for the history over and over and never reads.
+    let stream = kestrel_daemon::client::connect(&test.home()).await.unwrap();
+    let (_never_read, mut write_half) = stream.into_split();
+    let log_path = test.env.home.path().join("logs/daemon.log");
+    let cut_off = || {
+        std::fs::read_to_string(&log_path)
+            .is_ok_and(|log| log.contains("cut off: it stopped reading"))
+    };
+    for n in 0..200 {
+        let load = json!({"jsonrpc": "2.0", "id": n, "method": "session/load",
+            "params": {"sessionId": session, "cwd": cwd, "mcpServers": []}});
+        if write_half.write_all(format!("{load}\n").as_bytes()).await.is_err() || cut_off() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eventually("the client piling up histories to be cut off", cut_off).await;
+    // The daemon still serves everyone else.
+    let again = test.client().await;
+    again.load(&session, &cwd).await.expect("loaded");
+}

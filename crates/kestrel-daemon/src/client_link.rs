@@ -3,9 +3,11 @@
 //! for a client; a client whose backlog passes [`MAX_BACKLOG_BYTES`] (it stopped
 //! reading, or reads far slower than the session talks) is cut off rather than allowed
 //! to stall a worker or grow the daemon's memory. A burst (a long streamed answer) is
-//! absorbed. Everything sent to a client goes through the outbox, in order. What one
-//! client can hold in the daemon is thus the backlog limit plus its connection's queue
-//! (256 messages).
+//! absorbed. Everything sent to a client goes through the outbox, in order, and counts:
+//! replies, notifications, permission requests and an attaching client's history (which
+//! may pass the limit once, so a long history still arrives whole). What one client can
+//! hold in the daemon is thus the backlog limit plus one history plus its connection's
+//! queue (256 messages); the outbox itself holds at most [`MAX_QUEUED_MESSAGES`].
 
 use kestrel_protocol::jsonrpc::{Connection, Message, Notification, RequestId, RpcError};
 use serde_json::Value;
@@ -18,15 +20,21 @@ use tokio_util::sync::CancellationToken;
 /// it is cut off, unless `KESTREL_DAEMON_CLIENT_BACKLOG` says otherwise.
 pub const MAX_BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 
+/// Messages that may wait in one client's outbox; past this the client is cut off like
+/// one over its byte backlog.
+pub const MAX_QUEUED_MESSAGES: usize = 65_536;
+
 /// A client's id, unique within one daemon's life.
 pub(crate) type ClientId = u64;
 
 enum OutboxItem {
-    /// A message and the bytes it counts against the backlog (0 when exempt).
+    /// A message and the bytes it counts against the backlog.
     Line(String, usize),
     Request {
         method: String,
         params: Value,
+        /// What it counts against the backlog (its params' length).
+        bytes: usize,
         reply: oneshot::Sender<Result<Value, RpcError>>,
     },
 }
@@ -35,7 +43,7 @@ enum OutboxItem {
 #[derive(Debug)]
 pub(crate) struct ClientLink {
     id: ClientId,
-    outbox: mpsc::UnboundedSender<OutboxItem>,
+    outbox: mpsc::Sender<OutboxItem>,
     backlog: Arc<AtomicUsize>,
     max_backlog: usize,
     /// Cancelled when the client is cut off or the daemon stops; its stream is severed.
@@ -48,7 +56,7 @@ impl std::fmt::Debug for OutboxItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             OutboxItem::Line(_, bytes) => write!(f, "Line({bytes})"),
-            OutboxItem::Request { method, .. } => write!(f, "Request({method})"),
+            OutboxItem::Request { method, bytes, .. } => write!(f, "Request({method}, {bytes})"),
         }
     }
 }
@@ -61,7 +69,7 @@ impl ClientLink {
         gone: CancellationToken,
         max_backlog: usize,
     ) -> Self {
-        let (outbox, items) = mpsc::unbounded_channel();
+        let (outbox, items) = mpsc::channel(MAX_QUEUED_MESSAGES);
         let backlog = Arc::new(AtomicUsize::new(0));
         tokio::spawn(drain_outbox(connection, items, backlog.clone(), gone.clone()));
         Self { id, outbox, backlog, max_backlog, gone, notices: AtomicBool::new(false) }
@@ -87,29 +95,40 @@ impl ClientLink {
     /// ([`MAX_BACKLOG_BYTES`] by default) cuts the client off and returns false.
     pub(crate) fn send_line(&self, line: String) -> bool {
         let bytes = line.len();
+        self.count(bytes, false) && self.push(OutboxItem::Line(line, bytes))
+    }
+
+    /// Queues a line of an attaching client's history. It counts, but is refused only
+    /// when the backlog is already over the limit: one history arrives whole however
+    /// long; a client that attaches again without reading it is cut off.
+    pub(crate) fn send_history_line(&self, line: String) -> bool {
+        let bytes = line.len();
+        self.count(bytes, true) && self.push(OutboxItem::Line(line, bytes))
+    }
+
+    /// Adds `bytes` to the backlog; false (and the client cut off) when that passes the
+    /// limit. One message always fits, however large; after that the limit holds.
+    fn count(&self, bytes: usize, history: bool) -> bool {
         let before = self.backlog.fetch_add(bytes, Ordering::Relaxed);
-        // One message always fits, however large; after that the limit holds.
-        if before > 0 && before + bytes > self.max_backlog {
+        let over = if history {
+            before > self.max_backlog
+        } else {
+            before > 0 && before + bytes > self.max_backlog
+        };
+        if over {
             self.backlog.fetch_sub(bytes, Ordering::Relaxed);
             // A client this far behind is not keeping up: cut it off (module comment).
             self.gone.cancel();
-            return false;
         }
-        self.push(OutboxItem::Line(line, bytes))
-    }
-
-    /// Queues a message that does not count against the backlog: an attaching client's
-    /// history, which is bounded by the session itself and must arrive whole.
-    pub(crate) fn send_line_exempt(&self, line: String) -> bool {
-        self.push(OutboxItem::Line(line, 0))
+        !over
     }
 
     pub(crate) fn notify(&self, method: &str, params: Value) -> bool {
         self.send_line(notification_line(method, params))
     }
 
-    pub(crate) fn notify_exempt(&self, method: &str, params: Value) -> bool {
-        self.send_line_exempt(notification_line(method, params))
+    pub(crate) fn notify_history(&self, method: &str, params: Value) -> bool {
+        self.send_history_line(notification_line(method, params))
     }
 
     pub(crate) fn respond(&self, id: RequestId, result: Result<Value, RpcError>) -> bool {
@@ -120,7 +139,11 @@ impl ClientLink {
     /// its answer. Fails with "the connection closed" when the client goes away first.
     pub(crate) async fn ask(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let (reply, answer) = oneshot::channel();
-        if !self.push(OutboxItem::Request { method: method.to_owned(), params, reply }) {
+        let bytes = method.len() + params.to_string().len();
+        if !self.count(bytes, false) {
+            return Err(RpcError::closed());
+        }
+        if !self.push(OutboxItem::Request { method: method.to_owned(), params, bytes, reply }) {
             return Err(RpcError::closed());
         }
         tokio::select! {
@@ -129,8 +152,31 @@ impl ClientLink {
         }
     }
 
+    /// Never waits: a full outbox cuts the client off, like a backlog over the limit.
     fn push(&self, item: OutboxItem) -> bool {
-        !self.gone.is_cancelled() && self.outbox.send(item).is_ok()
+        if self.gone.is_cancelled() {
+            self.uncount(&item);
+            return false;
+        }
+        match self.outbox.try_send(item) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                self.uncount(&item);
+                self.gone.cancel();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(item)) => {
+                self.uncount(&item);
+                false
+            }
+        }
+    }
+
+    fn uncount(&self, item: &OutboxItem) {
+        let bytes = match item {
+            OutboxItem::Line(_, bytes) | OutboxItem::Request { bytes, .. } => *bytes,
+        };
+        self.backlog.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
@@ -140,7 +186,7 @@ fn notification_line(method: &str, params: Value) -> String {
 
 async fn drain_outbox(
     connection: Connection,
-    mut items: mpsc::UnboundedReceiver<OutboxItem>,
+    mut items: mpsc::Receiver<OutboxItem>,
     backlog: Arc<AtomicUsize>,
     gone: CancellationToken,
 ) {
@@ -161,7 +207,8 @@ async fn drain_outbox(
                     break;
                 }
             }
-            OutboxItem::Request { method, params, reply } => {
+            OutboxItem::Request { method, params, bytes, reply } => {
+                backlog.fetch_sub(bytes, Ordering::Relaxed);
                 // Everything queued before is already in the connection's queue, so the
                 // request is written after it; its answer is awaited off this loop.
                 let connection = connection.clone();

@@ -235,12 +235,25 @@ impl Router {
                 // Live elsewhere: attach (history, then the live stream).
                 match session.live_worker(self.settings.start_timeout).await {
                     Ok(worker) => {
+                        // One history at a time per client: loads sent without reading
+                        // the answers must not pile histories up in the daemon.
+                        if !session.state().attaching.insert(client.id()) {
+                            let message = format!(
+                                "a session/load of {session_id} by this client is already in progress"
+                            );
+                            client.respond(
+                                id,
+                                Err(RpcError::new(RpcError::INVALID_REQUEST, message)),
+                            );
+                            return;
+                        }
                         session.detach(client.id());
                         let pending = Pending::History { client: client.clone(), id: id.clone() };
                         let params = json!({"sessionId": session_id});
                         if let Err(error) =
                             worker.send_request(messages::SESSION_HISTORY, params, pending).await
                         {
+                            session.state().attaching.remove(&client.id());
                             client.respond(id, Err(error));
                         }
                     }

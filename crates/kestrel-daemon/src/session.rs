@@ -61,6 +61,8 @@ pub(crate) struct HeldPrompt {
 pub(crate) struct SessionState {
     pub(crate) worker: Option<WorkerLink>,
     pub(crate) clients: BTreeMap<ClientId, Arc<ClientLink>>,
+    /// Clients whose `session/load` waits for the worker's history: one at a time each.
+    pub(crate) attaching: BTreeSet<ClientId>,
     pub(crate) permissions: Vec<PendingPermission>,
     pub(crate) held_prompts: Vec<HeldPrompt>,
     /// Restart times within the window (crash-loop detection).
@@ -105,6 +107,7 @@ impl LiveSession {
             state: Mutex::new(SessionState {
                 worker: None,
                 clients: BTreeMap::new(),
+                attaching: BTreeSet::new(),
                 permissions: Vec::new(),
                 held_prompts: Vec::new(),
                 recent_restarts: VecDeque::new(),

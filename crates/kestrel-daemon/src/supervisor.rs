@@ -384,12 +384,15 @@ fn handle_response(
             }
             client.respond(id, result);
         }
-        Pending::History { client, id } => match result {
-            Ok(history) => attach_with_history(session, &client, id, &history),
-            Err(error) => {
-                client.respond(id, Err(error));
+        Pending::History { client, id } => {
+            session.state().attaching.remove(&client.id());
+            match result {
+                Ok(history) => attach_with_history(session, &client, id, &history),
+                Err(error) => {
+                    client.respond(id, Err(error));
+                }
             }
-        },
+        }
         Pending::RestartLoad => match result {
             Ok(response) => {
                 // The restarted worker's answer (its mode and model, from the record)
@@ -425,7 +428,7 @@ fn attach_with_history(
     let session_id = session.id().unwrap_or_default().to_owned();
     if let Some(updates) = history.get("updates").and_then(Value::as_array) {
         for update in updates {
-            client.notify_exempt(
+            client.notify_history(
                 "session/update",
                 messages::session_update(&session_id, update.clone()),
             );
@@ -478,6 +481,8 @@ fn on_exit(
     let mut state = session.state();
     state.worker = None;
     state.permissions.clear();
+    // Their history requests die with the worker (answered below with an error).
+    state.attaching.clear();
     state.last_exit = reason.clone();
     let crashed = !state.closing && matches!(phase, Phase::Live | Phase::Restarting);
     if crashed {
