@@ -1,24 +1,22 @@
 //! Opening one MCP connection: a local server as a child process (its own process
-//! group, so everything it starts can be killed with it) speaking over stdio, or a
-//! remote one over streamable HTTP with our reqwest client (rustls with ring: no second
-//! TLS stack). The MCP handshake is rmcp's.
+//! group, so everything it starts can be killed with it) speaking newline-delimited
+//! JSON-RPC over stdio, or a remote one over streamable HTTP ([`HttpSink`]). Then the
+//! MCP handshake ([`Client::initialize`]).
 
+use crate::mcp::client::{Client, Sink};
+use crate::mcp::http::HttpSink;
 use kestrel_platform::{ProcessGroup, Signal, spawn_group};
+use kestrel_protocol::jsonrpc::{MAX_LINE_BYTES, Message};
 use kestrel_store::{McpServerSettings, McpTransport};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{ChildStderr, Command};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// Lines of a server's stderr kept to explain why it failed.
 const STDERR_LINES: usize = 20;
@@ -28,35 +26,15 @@ const STDERR_LINE_CHARS: usize = 400;
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// How long a server gets to exit on its own (stdin closed) before it is signalled.
 pub(crate) const EXIT_GRACE: Duration = Duration::from_millis(1500);
+/// Messages queued for a server's stdin.
+const OUTGOING_QUEUE: usize = 64;
 
-/// A live connection: rmcp's service, and the process behind it for a local server.
+/// A live, initialized connection, and the process behind it for a local server.
 pub(crate) struct Connection {
-    pub(crate) service: RunningService<RoleClient, Handler>,
+    pub(crate) client: Client,
     pub(crate) process: Option<ServerProcess>,
     /// A message each time the server says its tool list changed.
     pub(crate) list_changed: mpsc::Receiver<()>,
-    /// Cancelling it closes the connection (and so the server's stdin).
-    pub(crate) close: CancellationToken,
-}
-
-/// What rmcp calls on our side of the connection: it tells who we are and passes the
-/// server's `tools/list_changed` on.
-#[derive(Clone)]
-pub(crate) struct Handler {
-    list_changed: mpsc::Sender<()>,
-}
-
-impl rmcp::ClientHandler for Handler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // One pending refresh is enough: it lists everything anew.
-        let _ = self.list_changed.try_send(());
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let implementation = Implementation::new("kestrel", env!("CARGO_PKG_VERSION"));
-        ClientConfig::new(ClientCapabilities::default(), implementation)
-            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
 }
 
 /// Starts the server of `settings` and performs the MCP handshake. `cwd` is the
@@ -66,9 +44,7 @@ pub(crate) async fn connect(
     settings: &McpServerSettings,
     cwd: &Path,
 ) -> Result<Connection, String> {
-    let (sender, list_changed) = mpsc::channel(1);
-    let handler = Handler { list_changed: sender };
-    let close = CancellationToken::new();
+    let (changed, list_changed) = mpsc::channel(1);
     match &settings.transport {
         McpTransport::Stdio { command, args, env, cwd: server_cwd } => {
             let dir = match server_cwd {
@@ -77,23 +53,70 @@ pub(crate) async fn connect(
             };
             let mut process = ServerProcess::spawn(command, args, env, &dir)?;
             let (stdout, stdin) = process.pipes()?;
-            match handler.serve_with_ct((stdout, stdin), close.clone()).await {
-                Ok(service) => {
-                    Ok(Connection { service, process: Some(process), list_changed, close })
+            let (lines, outgoing) = mpsc::channel(OUTGOING_QUEUE);
+            let client = Client::new(Sink::Stdio(lines), changed);
+            tokio::spawn(write_lines(stdin, outgoing, client.clone()));
+            tokio::spawn(read_messages(stdout, client.clone()));
+            match client.initialize().await {
+                Ok(()) => Ok(Connection { client, process: Some(process), list_changed }),
+                Err(error) => {
+                    client.close("the handshake failed");
+                    let what = format!("the MCP handshake failed: {error}");
+                    Err(process.explain_failure(&what).await)
                 }
-                Err(error) => Err(process.explain_failure(&format!("{error}")).await),
             }
         }
         McpTransport::Http { url, headers } => {
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(header_map(headers)?);
-            let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
-            match handler.serve_with_ct(transport, close.clone()).await {
-                Ok(service) => Ok(Connection { service, process: None, list_changed, close }),
-                Err(error) => Err(format!("cannot connect to {url}: {error}")),
+            let client = Client::new(Sink::Http(HttpSink::new(url, headers)?), changed);
+            match client.initialize().await {
+                Ok(()) => Ok(Connection { client, process: None, list_changed }),
+                Err(error) => {
+                    client.close("the handshake failed");
+                    Err(format!("the MCP handshake with {url} failed: {error}"))
+                }
             }
         }
     }
+}
+
+/// Writes queued messages to the server's stdin; closing the connection closes stdin,
+/// which asks a stdio server to exit.
+async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::Receiver<String>, client: Client) {
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = client.closed() => None,
+        };
+        let Some(mut line) = line else { break };
+        line.push('\n');
+        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = stdin.shutdown().await;
+}
+
+/// Reads the server's messages, one per line, until it closes its stdout. Lines that
+/// are not JSON-RPC (a server logging to stdout) are skipped.
+async fn read_messages(stdout: ChildStdout, client: Client) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.len() >= MAX_LINE_BYTES {
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if let Ok(message) = Message::parse(text.trim()) {
+            client.dispatch(message).await;
+        }
+    }
+    client.close("the server closed the connection");
 }
 
 /// A local server's process group and the end of its stderr.
@@ -130,9 +153,7 @@ impl ServerProcess {
         Ok(Self { group, stderr, reader, command: command.to_string() })
     }
 
-    fn pipes(
-        &mut self,
-    ) -> Result<(tokio::process::ChildStdout, tokio::process::ChildStdin), String> {
+    fn pipes(&mut self) -> Result<(ChildStdout, ChildStdin), String> {
         let child = self.group.child_mut();
         match (child.stdout.take(), child.stdin.take()) {
             (Some(stdout), Some(stdin)) => Ok((stdout, stdin)),
@@ -213,51 +234,4 @@ pub(crate) fn describe(status: ExitStatus) -> String {
         (None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None) => status.to_string(),
     }
-}
-
-fn header_map(
-    headers: &BTreeMap<String, String>,
-) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, String> {
-    headers
-        .iter()
-        .map(|(name, value)| {
-            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
-            let value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("the value of header `{name}` is not valid in HTTP"))?;
-            Ok((header, value))
-        })
-        .collect()
-}
-
-/// Our reqwest client, as rmcp's default one is set up (no idle pooling: it stalls on
-/// half-read bodies), following only same-origin 307/308 redirects, which keep the body.
-fn http_client() -> Result<reqwest::Client, String> {
-    // reqwest panics without a rustls provider; the binary installs ring at start,
-    // but a library must not rely on that.
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let redirects = reqwest::redirect::Policy::custom(|attempt| {
-        let keeps_body = matches!(
-            attempt.status(),
-            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-        );
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if keeps_body && same_origin && attempt.previous().len() <= 5 {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    });
-    reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .redirect(redirects)
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("kestrel/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|error| format!("could not set up the HTTP client: {error}"))
 }

@@ -8,7 +8,9 @@
 //! the `McpServers` is dropped.
 
 mod acp;
+mod client;
 mod connection;
+mod http;
 mod naming;
 mod result;
 mod server;

@@ -5,61 +5,83 @@
 
 use crate::output::HeadTail;
 use crate::{ToolImage, ToolOutput};
-use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// Bytes of text kept from the start and from the end of a long result, each.
 const KEEP_BYTES: usize = 64 * 1024;
 
+/// `CallToolResult`; blocks stay JSON so that one of an unknown type is reported, not
+/// refused.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolResult {
+    #[serde(default)]
+    content: Vec<Value>,
+    structured_content: Option<Value>,
+    is_error: Option<bool>,
+}
+
 /// Maps a result faithfully; nothing the server sent is silently dropped.
-pub(crate) fn tool_output(result: CallToolResult) -> ToolOutput {
+pub(crate) fn tool_output(result: Value) -> ToolOutput {
+    let result: CallToolResult = match serde_json::from_value(result) {
+        Ok(result) => result,
+        Err(error) => {
+            return ToolOutput::error(format!("the server's answer is not a tool result: {error}"));
+        }
+    };
     let is_error = result.is_error.unwrap_or(false);
     let mut texts: Vec<String> = Vec::new();
     let mut images = Vec::new();
-    for block in result.content {
-        match block {
-            ContentBlock::Text(text) => texts.push(text.text),
-            ContentBlock::Image(image) => {
-                texts.push(format!("[image: {}]", image.mime_type));
-                images.push(ToolImage { media_type: image.mime_type, data: image.data });
+    for block in &result.content {
+        let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or_default();
+        match field("type") {
+            "text" => texts.push(field("text").to_string()),
+            "image" => {
+                texts.push(format!("[image: {}]", field("mimeType")));
+                images.push(ToolImage {
+                    media_type: field("mimeType").to_string(),
+                    data: field("data").to_string(),
+                });
             }
-            ContentBlock::Audio(audio) => texts.push(format!(
+            "audio" => texts.push(format!(
                 "[audio: {}, {} bytes of base64 not shown]",
-                audio.mime_type,
-                audio.data.len()
+                field("mimeType"),
+                field("data").len()
             )),
-            ContentBlock::Resource(embedded) => match embedded.resource {
-                ResourceContents::TextResourceContents { uri, text, .. } => {
-                    texts.push(format!("[resource: {uri}]\n{text}"))
-                }
-                ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => {
-                    match mime_type.filter(|mime| mime.starts_with("image/")) {
-                        Some(mime) => {
-                            texts.push(format!("[image: {mime}, resource {uri}]"));
-                            images.push(ToolImage { media_type: mime, data: blob });
-                        }
-                        None => texts.push(format!(
-                            "[resource: {uri}, {} bytes of base64 not shown]",
-                            blob.len()
-                        )),
+            "resource" => {
+                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+                let part = |name: &str| resource.get(name).and_then(Value::as_str);
+                let uri = part("uri").unwrap_or_default();
+                match (part("text"), part("blob"), part("mimeType")) {
+                    (Some(text), _, _) => texts.push(format!("[resource: {uri}]\n{text}")),
+                    (None, Some(blob), Some(mime)) if mime.starts_with("image/") => {
+                        texts.push(format!("[image: {mime}, resource {uri}]"));
+                        images.push(ToolImage {
+                            media_type: mime.to_string(),
+                            data: blob.to_string(),
+                        });
                     }
+                    (None, Some(blob), _) => texts.push(format!(
+                        "[resource: {uri}, {} bytes of base64 not shown]",
+                        blob.len()
+                    )),
+                    (None, None, _) => texts.push(format!("[resource: {uri}, no contents]")),
                 }
-                // Resource contents newer than this client.
-                _ => texts.push("[resource this client cannot show]".to_string()),
-            },
-            ContentBlock::ResourceLink(link) => {
-                let mut line = format!("[resource link: {} <{}>", link.name, link.uri);
-                if let Some(mime) = &link.mime_type {
+            }
+            "resource_link" => {
+                let mut line = format!("[resource link: {} <{}>", field("name"), field("uri"));
+                if let Some(mime) = block.get("mimeType").and_then(Value::as_str) {
                     line.push_str(&format!(", {mime}"));
                 }
-                if let Some(description) = &link.description {
+                if let Some(description) = block.get("description").and_then(Value::as_str) {
                     line.push_str(&format!(": {description}"));
                 }
                 line.push(']');
                 texts.push(line);
             }
             // A content type newer than this client: say so rather than drop it.
-            other => texts.push(format!("[content this client cannot show: {}]", kind(&other))),
+            other => texts.push(format!("[content this client cannot show: {other}]")),
         }
     }
     if let Some(structured) = result.structured_content {
@@ -100,20 +122,13 @@ fn scalar_leaves(value: &Value, leaves: &mut Vec<String>) {
     }
 }
 
-fn kind(block: &ContentBlock) -> String {
-    serde_json::to_value(block)
-        .ok()
-        .and_then(|value| value.get("type").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn result(value: Value) -> CallToolResult {
-        serde_json::from_value(value).expect("a valid CallToolResult")
+    fn result(value: Value) -> Value {
+        value
     }
 
     #[test]
@@ -184,6 +199,15 @@ mod tests {
              [resource link: Resource 1 <test://static/1>: a link]"
         );
         assert_eq!(output.images.len(), 1);
+    }
+
+    #[test]
+    fn an_answer_that_is_not_a_result_is_an_error_and_unknown_blocks_are_named() {
+        let output = tool_output(json!("surprise"));
+        assert!(output.is_error);
+        assert!(output.content.starts_with("the server's answer is not a tool result"));
+        let output = tool_output(json!({"content": [{"type": "hologram"}]}));
+        assert_eq!(output.content, "[content this client cannot show: hologram]");
     }
 
     #[test]

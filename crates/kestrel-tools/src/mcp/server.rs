@@ -3,11 +3,11 @@
 //! the process exiting or the connection closing, lists the tools again when the server
 //! says they changed, and takes everything down when the session ends.
 
-use crate::mcp::connection::{Connection, EXIT_GRACE, ServerProcess, connect, describe};
+use crate::mcp::client::Client;
+use crate::mcp::connection::{Connection, ServerProcess, connect, describe};
 use crate::mcp::naming;
 use crate::mcp::tool::McpTool;
 use kestrel_store::McpServerSettings;
-use rmcp::service::{Peer, RoleClient};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -101,7 +101,7 @@ pub(crate) async fn supervise(
         // Dropping a half-started connection kills its process group.
         () = shutdown.cancelled() => return,
     };
-    let (connection, peer) = match started {
+    let (connection, client) = match started {
         Ok(Ok(started)) => started,
         Ok(Err(reason)) => return slot.fail(reason, &reports),
         Err(_) => {
@@ -112,14 +112,12 @@ pub(crate) async fn supervise(
             return slot.fail(reason, &reports);
         }
     };
-    let Connection { service, mut process, mut list_changed, close } = connection;
-    let mut waiting = std::pin::pin!(service.waiting());
+    let Connection { mut process, mut list_changed, .. } = connection;
     let reason = loop {
         tokio::select! {
             () = shutdown.cancelled() => {
                 // Closing stdin asks a stdio server to exit; `stop` makes sure it does.
-                close.cancel();
-                let _ = tokio::time::timeout(EXIT_GRACE, &mut waiting).await;
+                client.close("the session ended");
                 if let Some(process) = process.as_mut() {
                     process.stop().await;
                 }
@@ -133,12 +131,12 @@ pub(crate) async fn supervise(
                 };
                 break last_words(&mut process, &exited).await;
             }
-            _ = &mut waiting => {
+            () = client.closed() => {
                 break last_words(&mut process, "it closed the connection").await;
             }
             Some(()) = list_changed.recv() => {
                 // A failed refresh keeps the tools known so far.
-                let listed = tokio::time::timeout(STARTUP_TIMEOUT, list_tools(&slot, &peer)).await;
+                let listed = tokio::time::timeout(STARTUP_TIMEOUT, list_tools(&slot, &client)).await;
                 if let Ok(Ok(tools)) = listed {
                     slot.set(State::Ready { tools: Arc::new(tools) });
                 }
@@ -154,15 +152,16 @@ async fn start(
     slot: &Arc<ServerSlot>,
     settings: &McpServerSettings,
     cwd: &std::path::Path,
-) -> Result<(Connection, Peer<RoleClient>), String> {
+) -> Result<(Connection, Client), String> {
     let mut connection = connect(settings, cwd).await?;
-    let peer = connection.service.peer().clone();
-    match list_tools(slot, &peer).await {
+    let client = connection.client.clone();
+    match list_tools(slot, &client).await {
         Ok(tools) => {
             slot.set(State::Ready { tools: Arc::new(tools) });
-            Ok((connection, peer))
+            Ok((connection, client))
         }
         Err(error) => {
+            connection.client.close("listing the tools failed");
             let what = format!("listing its tools failed: {error}");
             Err(match connection.process.as_mut() {
                 Some(process) => process.explain_failure(&what).await,
@@ -172,11 +171,8 @@ async fn start(
     }
 }
 
-async fn list_tools(
-    slot: &Arc<ServerSlot>,
-    peer: &Peer<RoleClient>,
-) -> Result<Vec<Arc<McpTool>>, rmcp::ServiceError> {
-    let listed = peer.list_all_tools().await?;
+async fn list_tools(slot: &Arc<ServerSlot>, client: &Client) -> Result<Vec<Arc<McpTool>>, String> {
+    let listed = client.list_tools().await?;
     let mut taken = HashSet::new();
     let tools = listed
         .into_iter()
@@ -187,7 +183,7 @@ async fn list_tools(
                 name = naming::with_hash(&name, &tool.name);
                 taken.insert(name.clone());
             }
-            Arc::new(McpTool::new(slot, name, tool, peer.clone()))
+            Arc::new(McpTool::new(slot, name, tool, client.clone()))
         })
         .collect();
     Ok(tools)

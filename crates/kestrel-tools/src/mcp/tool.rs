@@ -2,12 +2,11 @@
 //! [`PendingTool`] stands for a name of a server that is still starting (the call waits
 //! for it) or is gone (the call says why).
 
+use crate::mcp::client::{Client, ListedTool};
 use crate::mcp::result::tool_output;
 use crate::mcp::server::{STARTUP_TIMEOUT, ServerSlot, State};
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput};
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::service::{Peer, RoleClient};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::sync::{Arc, Weak};
 
 /// One tool of a running MCP server, under its model-facing name.
@@ -17,19 +16,18 @@ pub(crate) struct McpTool {
     remote_name: String,
     definition: ToolDefinition,
     read_only: bool,
-    peer: Peer<RoleClient>,
+    client: Client,
 }
 
 impl McpTool {
     pub(crate) fn new(
         server: &Arc<ServerSlot>,
         name: String,
-        tool: rmcp::model::Tool,
-        peer: Peer<RoleClient>,
+        tool: ListedTool,
+        client: Client,
     ) -> Self {
         let description = tool
             .description
-            .map(|text| text.into_owned())
             .filter(|text| !text.trim().is_empty())
             .or(tool.title.clone())
             .unwrap_or_else(|| {
@@ -39,14 +37,14 @@ impl McpTool {
         Self {
             server: Arc::downgrade(server),
             server_name: server.name.clone(),
-            remote_name: tool.name.into_owned(),
+            remote_name: tool.name,
             definition: ToolDefinition {
                 name,
                 description,
                 parameters: object_schema(&tool.input_schema),
             },
             read_only,
-            peer,
+            client,
         }
     }
 
@@ -64,13 +62,10 @@ impl McpTool {
                 ));
             }
         }
-        let mut params = CallToolRequestParams::new(self.remote_name.clone());
-        if let Value::Object(map) = arguments {
-            params = params.with_arguments(map);
-        }
         let timeout = server.tool_timeout;
         // Dropping the call (timeout, cancel) sends the server `notifications/cancelled`.
-        let call = tokio::time::timeout(timeout, self.peer.call_tool(params));
+        let call =
+            tokio::time::timeout(timeout, self.client.call_tool(&self.remote_name, arguments));
         tokio::select! {
             result = call => match result {
                 Ok(Ok(result)) => tool_output(result),
@@ -79,7 +74,7 @@ impl McpTool {
                         State::Failed(reason) | State::Stopped(reason) => {
                             format!("the server stopped ({reason})")
                         }
-                        State::Starting | State::Ready { .. } => error.to_string(),
+                        State::Starting | State::Ready { .. } => error.message,
                     };
                     ToolOutput::error(format!(
                         "MCP tool `{}` of server `{}` failed: {why}",
@@ -188,7 +183,7 @@ impl Tool for PendingTool {
 
 /// The server's input schema as the providers want it: an object schema with
 /// `properties` (some providers refuse one without).
-fn object_schema(schema: &JsonObject) -> Value {
+fn object_schema(schema: &Map<String, Value>) -> Value {
     let mut schema = schema.clone();
     schema.entry("type").or_insert_with(|| Value::String("object".into()));
     schema.entry("properties").or_insert_with(|| Value::Object(Default::default()));
