@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const PROTOCOL_VERSIONS: [&str; 4] =
     ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// How long sending a notification or response over HTTP may hold up what follows it.
+const NOTIFICATION_POST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A connection to one server. Cheap to clone; clones share it.
 #[derive(Clone)]
 pub(crate) struct Client {
@@ -97,6 +100,25 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Handles a message, or a batch of them, as JSON text. `Err`: not JSON-RPC.
+    pub(crate) async fn dispatch_text(&self, text: &str) -> Result<(), String> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if text.starts_with('[') {
+            let batch: Vec<Value> =
+                serde_json::from_str(text).map_err(|e| format!("not JSON-RPC: {e}"))?;
+            for item in batch {
+                let message = Message::parse(&item.to_string()).map_err(|e| e.message)?;
+                self.dispatch(message).await;
+            }
+            return Ok(());
+        }
+        let message = Message::parse(text).map_err(|e| e.message)?;
+        self.dispatch(message).await;
+        Ok(())
     }
 
     /// The connection is gone: every waiting request fails with `why`.
@@ -197,7 +219,14 @@ impl Client {
                 lines.send(message.to_line()).await.map_err(|_| RpcError::closed())
             }
             Sink::Http(http) => {
-                http.post(message, self.clone());
+                // A request's answer may stream for long: it is read on its own task. A
+                // notification or response is sent before anything after it, so the
+                // server sees `initialized` before the first request.
+                let is_request = matches!(message, Message::Request(_));
+                let posted = http.post(message, self.clone());
+                if !is_request {
+                    let _ = tokio::time::timeout(NOTIFICATION_POST_TIMEOUT, posted).await;
+                }
                 Ok(())
             }
         }

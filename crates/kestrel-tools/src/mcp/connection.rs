@@ -6,7 +6,7 @@
 use crate::mcp::client::{Client, Sink};
 use crate::mcp::http::HttpSink;
 use kestrel_platform::{ProcessGroup, Signal, spawn_group};
-use kestrel_protocol::jsonrpc::{MAX_LINE_BYTES, Message};
+use kestrel_protocol::jsonrpc::MAX_LINE_BYTES;
 use kestrel_store::{McpServerSettings, McpTransport};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -111,10 +111,7 @@ async fn read_messages(stdout: ChildStdout, client: Client) {
         if line.len() >= MAX_LINE_BYTES {
             break;
         }
-        let text = String::from_utf8_lossy(&line);
-        if let Ok(message) = Message::parse(text.trim()) {
-            client.dispatch(message).await;
-        }
+        let _ = client.dispatch_text(String::from_utf8_lossy(&line).trim()).await;
     }
     client.close("the server closed the connection");
 }

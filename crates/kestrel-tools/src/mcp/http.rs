@@ -13,6 +13,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -63,7 +64,7 @@ impl HttpSink {
 
     /// POSTs `message` on a task of its own; what comes back is dispatched to `client`.
     /// A request that fails at the HTTP level fails with the status and the body's start.
-    pub(crate) fn post(&self, message: Message, client: Client) {
+    pub(crate) fn post(&self, message: Message, client: Client) -> JoinHandle<()> {
         let request = self
             .http
             .post(&self.url)
@@ -92,7 +93,7 @@ impl HttpSink {
                 let result = Err(RpcError::internal(failure));
                 client.dispatch(Message::Response { id: request.id, result }).await;
             }
-        });
+        })
     }
 
     /// Opens the GET stream for messages the server sends unasked, if it offers one.
@@ -167,26 +168,7 @@ async fn receive(response: reqwest::Response, client: &Client, url: &str) -> Res
         return Err(format!("{url} sent a message larger than {MAX_MESSAGE_BYTES} bytes"));
     }
     let text = String::from_utf8_lossy(&body);
-    dispatch_json(text.trim(), client).await
-}
-
-/// A message, or a batch of them, as JSON text.
-async fn dispatch_json(text: &str, client: &Client) -> Result<(), String> {
-    if text.is_empty() {
-        return Ok(());
-    }
-    if text.starts_with('[') {
-        let batch: Vec<serde_json::Value> =
-            serde_json::from_str(text).map_err(|e| format!("not JSON-RPC: {e}"))?;
-        for item in batch {
-            let message = Message::parse(&item.to_string()).map_err(|e| e.message)?;
-            client.dispatch(message).await;
-        }
-        return Ok(());
-    }
-    let message = Message::parse(text).map_err(|e| e.message)?;
-    client.dispatch(message).await;
-    Ok(())
+    client.dispatch_text(text.trim()).await
 }
 
 /// An SSE stream: each event's `data` is one message. Ends with the stream.
@@ -204,7 +186,7 @@ async fn read_events(response: reqwest::Response, client: &Client) -> Result<(),
             if line.is_empty() {
                 let event = std::mem::take(&mut data);
                 // A message that does not parse is skipped, as the spec says of events.
-                let _ = dispatch_json(event.trim(), client).await;
+                let _ = client.dispatch_text(event.trim()).await;
             } else if let Some(value) = line.strip_prefix("data:") {
                 if !data.is_empty() {
                     data.push('\n');
@@ -217,7 +199,7 @@ async fn read_events(response: reqwest::Response, client: &Client) -> Result<(),
             return Err(format!("an event larger than {MAX_MESSAGE_BYTES} bytes"));
         }
     }
-    let _ = dispatch_json(data.trim(), client).await;
+    let _ = client.dispatch_text(data.trim()).await;
     Ok(())
 }
 
