@@ -251,3 +251,32 @@ async fn kestrel_acp_exits_when_the_daemon_dies_while_the_editor_keeps_stdin_ope
     eventually("kestrel acp exits after its daemon died", exited).await;
     test.stop_daemon();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_arriving_while_the_daemon_stops_is_served_by_a_new_one() {
+    // A command that ignores SIGTERM keeps its worker (and so the daemon) stopping a while.
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call("shell", json!({"command": "trap '' TERM; sleep 30"})),
+        Step::text("unreachable"),
+    ]));
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let session = client.new_session(&cwd).await;
+    client.set_mode(&session, "yolo").await;
+    let _turn = client.prompt(&session, "hold on");
+    client.wait_update(&session, "tool_call").await;
+    let old = test.daemon_pid().unwrap();
+
+    let mut stop = test.command(&["daemon", "stop"]).spawn().unwrap();
+    let log_path = test.env.home.path().join("logs/daemon.log");
+    eventually("the stop to be requested", || {
+        std::fs::read_to_string(&log_path).is_ok_and(|log| log.contains("stop requested"))
+    })
+    .await;
+    // Connects while the old daemon still winds down; served by a new daemon.
+    let late = test.client().await;
+    let answer = late.request("session/list", json!({})).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_ne!(test.daemon_pid(), Some(old));
+    let _ = stop.wait();
+}

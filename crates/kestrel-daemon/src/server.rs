@@ -43,6 +43,7 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
     spawn_signal_handlers(&router)?;
     let period = (idle_exit / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     let mut ticker = tokio::time::interval(period);
+    let mut listener = listener;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -60,6 +61,9 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
             }
         }
     }
+    // No new client is accepted that would not be served; the pid lock is kept until
+    // the workers are stopped, so `connect_or_start` waits for this daemon to exit.
+    listener.close();
     router.shutdown.cancel();
     router.stop_all_workers().await;
     router.log.line("stopped");

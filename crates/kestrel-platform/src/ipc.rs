@@ -132,7 +132,8 @@ impl Endpoint {
 #[cfg(unix)]
 #[derive(Debug)]
 pub struct Listener {
-    listener: tokio::net::UnixListener,
+    /// `None` once closed: the daemon is on its way out but still holds the pid lock.
+    listener: Option<tokio::net::UnixListener>,
     endpoint: Endpoint,
     _pid_file: File,
 }
@@ -181,13 +182,25 @@ impl Listener {
         // The directory is 0700, so nobody else can reach the socket before this chmod.
         std::fs::set_permissions(&endpoint.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(|source| IpcError::io("set permissions of", &endpoint.socket, source))?;
-        Ok(Listener { listener, endpoint: endpoint.clone(), _pid_file: pid_file })
+        Ok(Listener { listener: Some(listener), endpoint: endpoint.clone(), _pid_file: pid_file })
     }
 
-    /// Waits for the next client.
+    /// Waits for the next client. Fails (`NotConnected`) once the listener is closed.
     pub async fn accept(&self) -> io::Result<IpcStream> {
-        let (stream, _) = self.listener.accept().await?;
+        let Some(listener) = &self.listener else {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "the listener is closed"));
+        };
+        let (stream, _) = listener.accept().await?;
         Ok(stream)
+    }
+
+    /// Stops listening and removes the socket, keeping the pid lock: a daemon on its way
+    /// out accepts no client it would not serve, and `connect_or_start` starts a new one
+    /// as soon as this one has exited.
+    pub fn close(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = std::fs::remove_file(&self.endpoint.socket);
+        }
     }
 
     /// The endpoint this listener serves.
@@ -250,9 +263,17 @@ pub async fn connect_or_start(
         })?),
     };
     let deadline = tokio::time::Instant::now() + timeout;
+    // A daemon found stopping (pid locked, socket closed) is replaced once it has exited.
+    let mut replaced = child.is_some();
     let result = loop {
         if let Ok(stream) = endpoint.connect().await {
             break Ok(stream);
+        }
+        if !replaced && child.is_none() && endpoint.running_pid().is_none() {
+            replaced = true;
+            child = Some(spawn_detached(&mut command).map_err(|source| {
+                IpcError::io("start the daemon", Path::new(command.get_program()), source)
+            })?);
         }
         if let Some(started) = child.as_mut()
             && let Ok(Some(status)) = started.try_wait()
