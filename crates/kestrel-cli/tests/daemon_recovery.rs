@@ -61,6 +61,12 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     let written = item_types(&test.record_items(&victim));
     assert!(written.contains(&"tool_call".to_owned()), "{written:?}");
 
+    // The worker lists its command's process group as soon as it has started it.
+    let groups = test.env.home.path().join("run").join(format!("worker-{pid}.groups"));
+    eventually("the worker to list the command's process group", || {
+        std::fs::read_to_string(&groups).is_ok_and(|text| !text.trim().is_empty())
+    })
+    .await;
     kill(pid as u32, libc::SIGKILL);
     let killed_at = std::time::Instant::now();
     let answer = doomed.await.unwrap().expect("the pending prompt is answered");
@@ -111,7 +117,7 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     let past_the_sleep = Duration::from_secs(10).saturating_sub(killed_at.elapsed());
     tokio::time::sleep(past_the_sleep).await;
     assert!(!cwd.join("never.txt").exists(), "the interrupted command kept running");
-    assert!(!test.env.home.path().join("run").join(format!("worker-{pid}.groups")).exists());
+    assert!(!groups.exists(), "the list is removed once its groups are killed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
