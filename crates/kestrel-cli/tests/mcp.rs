@@ -294,3 +294,26 @@ async fn acp_session_new_mcp_servers_join_the_session() {
         && item["message"].as_str().unwrap_or_default().contains("`broken` failed to start")));
     worker.close().await;
 }
+
+#[test]
+fn read_only_mode_runs_only_tools_the_server_marks_read_only() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__fs__read_text_file", json!({"path": "notes.txt"})),
+            Step::tool_call("mcp__fs__write_file", json!({"path": "notes.txt", "content": "x"})),
+            Step::text("done"),
+        ]),
+    );
+    let work = env.work_path();
+    std::fs::write(work.join("notes.txt"), "untouched\n").unwrap();
+    let fs = bin("mcp-server-filesystem").display().to_string();
+    with_servers(&env, &[server_table("fs", &fs, &[&work.display().to_string()], "")]);
+    let output = env.kestrel(&["exec", "--mode", "read-only", "read, then try to write"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = env.requests();
+    assert!(body_text(&requests[1]).contains("untouched"), "readOnlyHint tools run");
+    let refused = body_text(&requests[2]);
+    assert!(refused.contains("read-only mode"), "{refused}");
+    assert_eq!(std::fs::read_to_string(work.join("notes.txt")).unwrap(), "untouched\n");
+}

@@ -133,6 +133,14 @@ pub trait ToolSource: Send + Sync {
     /// What went wrong since the last call (a server that failed to start or died),
     /// each reported once, for the session to show and record.
     fn take_reports(&self) -> Vec<String>;
+
+    /// Resolves once `name` is what it will be: a tool whose server is still starting is
+    /// waited for (within its start-up limit), so that whether it is read-only is known
+    /// before its call is allowed or refused.
+    fn settle<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
+        let _ = name;
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The tools of a session, by name: fixed ones plus those of its [`ToolSource`]s.
@@ -172,6 +180,16 @@ impl ToolRegistry {
             return Some(tool.clone());
         }
         self.sources.iter().find_map(|source| source.find(name))
+    }
+
+    /// Waits until every source knows `name` for what it is (see [`ToolSource::settle`]).
+    pub async fn settle(&self, name: &str) {
+        if self.tools.iter().any(|tool| tool.definition().name == name) {
+            return;
+        }
+        for source in &self.sources {
+            source.settle(name).await;
+        }
     }
 
     /// What the sources have to report since the last call (see [`ToolSource::take_reports`]).

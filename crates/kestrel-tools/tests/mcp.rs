@@ -334,6 +334,31 @@ async fn a_call_to_a_starting_server_waits_for_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settling_a_name_waits_for_its_server_so_read_only_is_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let command = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' stdio",
+        go.display(),
+        bin("mcp-server-everything").display()
+    );
+    let session = Session::start(vec![("slow", script(&command))]);
+    // Before the server is up, nothing is known about the tool: not read-only.
+    assert!(!session.registry.is_read_only("mcp__slow__echo"));
+    let settle = session.registry.settle("mcp__slow__echo");
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::fs::write(&go, "").unwrap();
+    };
+    let ((), ()) =
+        tokio::time::timeout(LIMIT, async { tokio::join!(settle, release) }).await.unwrap();
+    assert!(session.registry.is_read_only("mcp__slow__echo"), "echo is annotated readOnlyHint");
+    // Names of no server, and built-in tools, settle at once.
+    tokio::time::timeout(LIMIT, session.registry.settle("read_file")).await.unwrap();
+    tokio::time::timeout(LIMIT, session.registry.settle("mcp__nobody__x")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_processes_are_killed_when_the_session_ends() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("server.pid");

@@ -36,6 +36,14 @@ impl Session {
         cancel: &CancellationToken,
         usage: &mut Usage,
     ) -> Result<(), AgentError> {
+        // A call to a tool whose MCP server is still starting waits for it here, so that
+        // whether the tool is read-only is known before it is allowed or refused.
+        for call in &calls {
+            tokio::select! {
+                () = self.tools.settle(&call.name) => {}
+                () = cancel.cancelled() => break,
+            }
+        }
         let mut images = Vec::new();
         let mut index = 0;
         while index < calls.len() {

@@ -19,6 +19,7 @@ mod tool;
 pub use acp::servers_from_acp;
 
 use crate::{Tool, ToolSource};
+use futures_util::future::BoxFuture;
 use kestrel_store::McpServerSettings;
 use server::{Reports, STARTUP_TIMEOUT, ServerSlot, State, supervise};
 use std::collections::{BTreeMap, HashSet};
@@ -130,6 +131,16 @@ impl McpServers {
     }
 }
 
+impl McpServers {
+    /// The server a tool name belongs to, by its `mcp__<server>__` prefix.
+    fn server_of(&self, name: &str) -> Option<&Arc<ServerSlot>> {
+        self.servers
+            .iter()
+            .filter(|slot| name.starts_with(&slot.prefix))
+            .max_by_key(|slot| slot.prefix.len())
+    }
+}
+
 impl Drop for McpServers {
     fn drop(&mut self) {
         self.shutdown.cancel();
@@ -159,12 +170,16 @@ impl ToolSource for McpServers {
             return Some(tool);
         }
         // A server still starting (the call waits for it) or gone (the call says why).
-        let slot = self
-            .servers
-            .iter()
-            .filter(|slot| name.starts_with(&slot.prefix))
-            .max_by_key(|slot| slot.prefix.len())?;
+        let slot = self.server_of(name)?;
         Some(Arc::new(PendingTool::new(slot.clone(), name)))
+    }
+
+    fn settle<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(slot) = self.server_of(name) {
+                let _ = tokio::time::timeout(STARTUP_TIMEOUT * 2, slot.settled()).await;
+            }
+        })
     }
 
     fn take_reports(&self) -> Vec<String> {
