@@ -156,6 +156,11 @@ fn a_denied_command_does_not_run_and_the_reason_is_asked() {
     test.press(Key::Enter);
     test.wait("Understood, I left it.");
     assert!(!test.work_file("made-by-tool.txt").exists());
+    let sent = test.env.requests()[1].body.to_string();
+    assert!(
+        sent.contains("the user denied `shell`: not today"),
+        "the reason reaches the model: {sent}"
+    );
     test.snapshot("approval_denied");
 }
 

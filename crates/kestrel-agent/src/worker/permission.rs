@@ -80,7 +80,8 @@ impl ClientApprover {
                 ALLOW_ONCE => ApprovalDecision::AllowOnce,
                 ALLOW_ALWAYS => ApprovalDecision::AllowAlways,
                 ALLOW_ALWAYS_SAVE => ApprovalDecision::AllowAlwaysAndSave,
-                REJECT_ONCE => ApprovalDecision::Deny { reason: None },
+                // A client may say why (the TUI asks): `_meta.kestrel.reason`.
+                REJECT_ONCE => ApprovalDecision::Deny { reason: rejection_reason(&selected) },
                 other => deny(&format!("the client chose an unknown option `{other}`")),
             },
             acp::RequestPermissionOutcome::Cancelled => {
@@ -120,6 +121,11 @@ fn options(request: &ApprovalRequest) -> Vec<acp::PermissionOption> {
         acp::PermissionOptionKind::AllowAlways,
     );
     vec![once, always, save, reject]
+}
+
+fn rejection_reason(selected: &acp::SelectedPermissionOutcome) -> Option<String> {
+    let reason = selected.meta.as_ref()?.get("kestrel")?.get("reason")?.as_str()?.trim();
+    (!reason.is_empty()).then(|| reason.to_string())
 }
 
 fn deny(reason: &str) -> ApprovalDecision {
