@@ -349,3 +349,38 @@ fn option_number(screen: &str, label: &str) -> String {
         })
         .unwrap_or_else(|| panic!("no option {label:?} on screen:\n{screen}"))
 }
+
+#[test]
+fn ctrl_z_suspends_with_the_terminal_restored_and_fg_repaints() {
+    let test = TuiTest::new(Script::new([]));
+    let kestrel = test.command(&[]);
+    let mut shell = std::process::Command::new("bash");
+    shell.args(["--norc", "--noprofile", "-i"]).current_dir(test.env.work.path());
+    for (key, value) in kestrel.get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    shell.env("PS1", "shell$ ");
+    let pty = Pty::spawn(&shell, ROWS, COLS).unwrap();
+    pty.wait_for_text("shell$", WAIT).unwrap();
+    pty.type_text(&format!("{}\r", kestrel.get_program().to_string_lossy())).unwrap();
+    pty.wait_for_text("● daemon ready", WAIT).unwrap();
+    pty.type_text("draft").unwrap();
+    pty.wait_for_text("› draft", WAIT).unwrap();
+    pty.press(Key::Ctrl('z')).unwrap();
+    pty.wait_for_text("Stopped", WAIT).unwrap();
+    assert!(pty.with_screen(|screen| !screen.alternate_screen()), "the main screen is back");
+    pty.type_text("fg\r").unwrap();
+    let screen = pty
+        .wait_until("the UI repainted", WAIT, |text| {
+            text.contains("› draft") && text.contains("ready")
+        })
+        .unwrap();
+    assert!(screen.contains("Kestrel v"), "{screen}");
+    assert!(pty.with_screen(|screen| screen.alternate_screen()));
+    pty.press(Key::Ctrl('c')).unwrap();
+    pty.press(Key::Ctrl('c')).unwrap();
+    pty.wait_for_text("shell$", WAIT).unwrap();
+}

@@ -138,7 +138,7 @@ async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, T
             break;
         }
         match app.terminal_request.take() {
-            Some(TerminalRequest::Clear) => screen.clear()?,
+            Some(TerminalRequest::Clear) => terminal::repaint(&mut screen)?,
             Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
             None => {}
         }

@@ -84,5 +84,13 @@ pub(crate) fn suspend(screen: &mut Screen) -> io::Result<()> {
         libc::raise(libc::SIGTSTP);
     }
     set_modes()?;
-    screen.clear()
+    repaint(screen)
+}
+
+/// Clears the screen so that the next draw paints every cell. Unlike
+/// `Terminal::clear`, it asks the terminal nothing (a cursor position query would wait
+/// on the input thread, which holds the terminal's input).
+pub(crate) fn repaint(screen: &mut Screen) -> io::Result<()> {
+    let size = screen.size()?;
+    screen.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
 }
