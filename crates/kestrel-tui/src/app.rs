@@ -14,7 +14,7 @@ use crate::status::{LinkState, Status};
 use crate::theme;
 use crate::transcript::Transcript;
 use kestrel_protocol::acp;
-use kestrel_protocol::jsonrpc::{Connection, Incoming};
+use kestrel_protocol::jsonrpc::Connection;
 use kestrel_store::KestrelHome;
 use ratatui::text::{Line, Span};
 use std::collections::VecDeque;
@@ -94,9 +94,9 @@ pub(crate) struct App {
     /// Ring the bell at the next draw (a permission is waiting).
     pub(crate) bell: bool,
     /// The last update was a user message chunk (replayed chunks of one message join).
-    last_update_was_user: bool,
+    pub(crate) last_update_was_user: bool,
     /// The worker restarted during the running turn.
-    restarted_in_turn: bool,
+    pub(crate) restarted_in_turn: bool,
     pub(crate) config: ConfigSummary,
     /// The open session's directory (a resumed one may differ from ours).
     pub(crate) session_cwd: PathBuf,
@@ -107,7 +107,7 @@ pub(crate) struct App {
     /// `/compact` is running.
     pub(crate) compacting: bool,
     /// The worker sent a notice while compacting (it says what was done).
-    compaction_noticed: bool,
+    pub(crate) compaction_noticed: bool,
 }
 
 impl App {
@@ -456,7 +456,7 @@ impl App {
         Some((select.current_value.0.to_string(), choices))
     }
 
-    fn set_config_options(&mut self, options: Vec<acp::SessionConfigOption>) {
+    pub(crate) fn set_config_options(&mut self, options: Vec<acp::SessionConfigOption>) {
         self.config_options = options;
         if let Some((current, _)) = self.model_choices() {
             self.status.model = Some(current);
@@ -562,151 +562,6 @@ impl App {
         self.pump();
     }
 
-    fn incoming(&mut self, message: Incoming) {
-        match message {
-            Incoming::Notification(notification) => match notification.method.as_str() {
-                "session/update" => {
-                    let Ok(update) =
-                        serde_json::from_value::<acp::SessionNotification>(notification.params)
-                    else {
-                        return;
-                    };
-                    let ours = match &self.session {
-                        SessionState::Open(id) | SessionState::Opening(Some(id)) => {
-                            update.session_id.0.as_ref() == id
-                        }
-                        SessionState::Opening(None) | SessionState::None => false,
-                    };
-                    if ours {
-                        self.apply_update(update.update);
-                    } else if let Some(call_id) = self.children.get(update.session_id.0.as_ref()) {
-                        let call_id = call_id.clone();
-                        self.transcript.child_update(&call_id, &update.update);
-                    }
-                }
-                acp::kestrel::WORKER_RESTARTED => {
-                    let Ok(restarted) = serde_json::from_value::<
-                        acp::kestrel::WorkerRestartedNotification,
-                    >(notification.params) else {
-                        return;
-                    };
-                    if self.session_id() == Some(restarted.session_id.0.as_ref()) {
-                        self.status.restarts = restarted.restarts;
-                        if self.turn.is_some() {
-                            self.restarted_in_turn = true;
-                        }
-                        self.approvals.clear();
-                    }
-                }
-                _ => {}
-            },
-            Incoming::Request(request) => {
-                let Some(connection) = self.connection.clone() else { return };
-                if request.method != "session/request_permission" {
-                    client::refuse(&connection, request.id, &request.method);
-                    return;
-                }
-                match serde_json::from_value::<acp::RequestPermissionRequest>(request.params) {
-                    Ok(permission) => {
-                        let mut approval = Approval::new(request.id, permission, &self.cwd);
-                        let child = self.children.contains_key(&approval.session_id);
-                        approval.from_subagent = child;
-                        if child || self.session_id() == Some(approval.session_id.as_str()) {
-                            self.approvals.push_back(approval);
-                            self.bell = true;
-                            self.transcript.scroll_to_bottom();
-                        } else {
-                            client::answer_permission(&connection, approval.id, None);
-                        }
-                    }
-                    Err(_) => client::answer_permission(&connection, request.id, None),
-                }
-            }
-        }
-    }
-
-    fn apply_update(&mut self, update: acp::SessionUpdate) {
-        let was_user = std::mem::replace(&mut self.last_update_was_user, false);
-        match update {
-            acp::SessionUpdate::UserMessageChunk(chunk) => {
-                self.transcript.push_user_chunk(&chunk_text(&chunk.content), was_user);
-                self.last_update_was_user = true;
-            }
-            acp::SessionUpdate::AgentMessageChunk(chunk) => {
-                self.transcript.push_answer(&chunk_text(&chunk.content))
-            }
-            acp::SessionUpdate::AgentThoughtChunk(chunk) => {
-                self.transcript.push_thought(&chunk_text(&chunk.content))
-            }
-            acp::SessionUpdate::ToolCall(call) => self.transcript.tool_call(call),
-            acp::SessionUpdate::ToolCallUpdate(update) => {
-                let call_id = update.tool_call_id.0.to_string();
-                if let Some(child) = self.transcript.tool_update(update) {
-                    self.children.insert(child.clone(), call_id.clone());
-                    if !self.transcript.tool_finished(&call_id)
-                        && let Some(connection) = &self.connection
-                    {
-                        let cwd = self.session_cwd.clone();
-                        client::attach_child(connection, child, cwd, self.events.clone());
-                    }
-                } else if self.transcript.tool_finished(&call_id) {
-                    self.stop_following_children_of(&call_id);
-                }
-            }
-            acp::SessionUpdate::Plan(plan) => self.transcript.push(Cell::Plan(plan.entries)),
-            acp::SessionUpdate::UsageUpdate(usage) => {
-                self.status.context_used = usage.used;
-                self.status.context_size = usage.size;
-                // Live requests only: not a replayed history's, not a compaction's estimate.
-                let live = matches!(self.session, SessionState::Open(_)) && !self.compacting;
-                if live {
-                    self.status.tokens = self.status.tokens.saturating_add(usage.used);
-                }
-                if let Some(cost) = usage.cost {
-                    self.status.cost = Some(cost.amount);
-                }
-            }
-            acp::SessionUpdate::CurrentModeUpdate(mode) => {
-                self.status.mode = Some(mode.current_mode_id.0.to_string());
-                if let Some(modes) = &mut self.modes {
-                    modes.current_mode_id = mode.current_mode_id;
-                }
-            }
-            acp::SessionUpdate::ConfigOptionUpdate(update) => {
-                self.set_config_options(update.config_options)
-            }
-            acp::SessionUpdate::Notice(notice) => {
-                let level = match notice.severity {
-                    acp::NoticeSeverity::Error => NoticeLevel::Error,
-                    acp::NoticeSeverity::Warning => NoticeLevel::Warning,
-                    _ => NoticeLevel::Info,
-                };
-                self.compaction_noticed |= self.compacting;
-                let text = match notice.description {
-                    Some(description) => format!("{}: {description}", notice.title),
-                    None => notice.title,
-                };
-                self.transcript.push(Cell::Notice { level, text });
-            }
-            _ => {}
-        }
-    }
-
-    /// Stops following the subagents of a finished `task` call (they keep their sessions).
-    fn stop_following_children_of(&mut self, call_id: &str) {
-        let finished: Vec<String> = self
-            .children
-            .iter()
-            .filter(|(_, call)| call.as_str() == call_id)
-            .map(|(child, _)| child.clone())
-            .collect();
-        for child in finished {
-            if let Some(connection) = &self.connection {
-                client::detach(connection, &child);
-            }
-        }
-    }
-
     /// `/compact`: summarise the older conversation now (between turns).
     pub(crate) fn compact(&mut self) {
         let (Some(connection), Some(id)) = (&self.connection, self.session_id()) else {
@@ -749,16 +604,6 @@ impl App {
             }
         }
         self.pump();
-    }
-}
-
-/// The text of a content block (other kinds by a short label).
-pub(crate) fn chunk_text(block: &acp::ContentBlock) -> String {
-    match block {
-        acp::ContentBlock::Text(text) => text.text.clone(),
-        acp::ContentBlock::ResourceLink(link) => format!("@{}", link.name),
-        acp::ContentBlock::Image(_) => "[image]".to_owned(),
-        _ => String::new(),
     }
 }
 

@@ -28,6 +28,7 @@ mod theme;
 mod tool_cell;
 mod transcript;
 mod ui;
+mod updates;
 mod wrap;
 
 pub use error::TuiError;

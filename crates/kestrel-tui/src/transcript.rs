@@ -111,7 +111,12 @@ impl Transcript {
             .iter()
             .filter_map(|entry| match &entry.cell {
                 Cell::User(text) => Some(text.clone()),
-                _ => None,
+                Cell::Assistant(_)
+                | Cell::Thought(_)
+                | Cell::Tool(_)
+                | Cell::Plan(_)
+                | Cell::Notice { .. }
+                | Cell::Info { .. } => None,
             })
             .collect()
     }
@@ -143,10 +148,10 @@ impl Transcript {
             }
             Some(_) | None => {
                 self.push(Cell::Tool(ToolCell::from_update(update)));
-                match self.entries.last_mut() {
-                    Some(Entry { cell: Cell::Tool(tool), .. }) => tool,
-                    _ => return None,
-                }
+                let Some(Entry { cell: Cell::Tool(tool), .. }) = self.entries.last_mut() else {
+                    return None;
+                };
+                tool
             }
         };
         let child = child?;

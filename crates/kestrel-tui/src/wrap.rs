@@ -42,16 +42,17 @@ fn tokens(spans: &[Span<'_>]) -> Vec<Token> {
                 if !word.is_empty() {
                     tokens.push(Token::Word(std::mem::take(&mut word)));
                 }
-                match tokens.last_mut() {
-                    Some(Token::Space(piece)) if piece.style == span.style => {
-                        piece.text.push(' ');
-                        piece.width += 1;
-                    }
-                    _ => tokens.push(Token::Space(Piece {
+                if let Some(Token::Space(piece)) = tokens.last_mut()
+                    && piece.style == span.style
+                {
+                    piece.text.push(' ');
+                    piece.width += 1;
+                } else {
+                    tokens.push(Token::Space(Piece {
                         text: " ".into(),
                         style: span.style,
                         width: 1,
-                    })),
+                    }));
                 }
                 continue;
             }
