@@ -366,3 +366,48 @@ fn compact_summarises_the_conversation_on_demand() {
     let summary_request = test.env.requests().last().unwrap().body.to_string();
     assert!(summary_request.contains("Answer one."), "{summary_request}");
 }
+
+#[test]
+fn a_large_paste_is_one_block_sent_whole() {
+    let mut test = TuiTest::new(Script::new([Step::text("Got the log.")]));
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.type_text("why does this fail: ");
+    let log: String = (1..=40).map(|n| format!("error line {n}\n")).collect();
+    test.pty().paste(&log).unwrap();
+    test.wait("why does this fail: [Pasted text #1 +40 lines]");
+    test.press(Key::Enter);
+    test.wait("Got the log.");
+    let sent = test.env.requests()[0].body.to_string();
+    assert!(sent.contains("error line 1\\n") && sent.contains("error line 40"), "{sent}");
+}
+
+#[test]
+fn without_a_config_the_empty_screen_says_how_to_start() {
+    let mut test = TuiTest::new(Script::new([]));
+    std::fs::remove_file(test.env.home.path().join("config.toml")).unwrap();
+    test.start(&[]);
+    test.wait("no config yet");
+    test.wait("● daemon ready");
+    test.snapshot("no_config");
+}
+
+#[test]
+fn a_worker_crash_mid_turn_ends_the_turn_with_a_notice_and_is_not_resent() {
+    let script = Script::new([slow_text(200, 100), Step::text("Fresh start.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("talk a lot");
+    test.wait("word2");
+    let pid = test.worker_pid(None);
+    tui_support::signal(u32::try_from(pid).unwrap(), libc::SIGKILL);
+    // The prompt's answer (cancelled) and the restart notice may come in either order.
+    test.wait_until("the turn ended and the restart shown", |screen| {
+        let ended = screen.contains("the turn was cancelled") || screen.contains("not re-sent");
+        ended && screen.contains("was restarted") && screen.contains("worker restarted ×1")
+    });
+    assert!(!test.settled().contains("esc to interrupt"), "no turn is running");
+    assert_eq!(test.env.requests().len(), 1, "the interrupted turn is not sent again");
+    test.send("again");
+    test.wait("Fresh start.");
+}
