@@ -253,12 +253,8 @@ fn diff_shows_uncommitted_changes_and_init_writes_agents_md_once() {
     test.wait("already exists");
 }
 
-#[test]
-fn code_blocks_are_highlighted_once_syntaxes_load() {
-    let answer = "```rust\nfn main() {\n    let x = 1;\n}\n```\n";
-    let mut test = TuiTest::new(Script::new([Step::text(answer)]));
-    test.start(&[]);
-    test.send("code please");
+/// Waits until the `fn` of the answer's code block has a colour that `highlighted` accepts.
+fn wait_for_keyword_colour(test: &TuiTest, highlighted: impl Fn(vt100::Color) -> bool) {
     let screen = test.wait("let x = 1;");
     let row = screen.lines().position(|line| line.contains("fn main()")).unwrap();
     let col = screen.lines().nth(row).unwrap().find("fn main()").unwrap();
@@ -266,13 +262,40 @@ fn code_blocks_are_highlighted_once_syntaxes_load() {
     let deadline = Instant::now() + WAIT;
     loop {
         let colour = test.pty().with_screen(|screen| screen.cell(row, col).unwrap().fgcolor());
-        // Plain code is light grey (ANSI 7); highlighted keywords get a 256-colour entry.
-        if matches!(colour, vt100::Color::Idx(index) if index >= 16) {
-            break;
+        if highlighted(colour) {
+            return;
         }
         assert!(Instant::now() < deadline, "`fn` never got a syntax colour: {colour:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+const CODE_ANSWER: &str = "```rust\nfn main() {\n    let x = 1;\n}\n```\n";
+
+#[test]
+fn code_blocks_are_highlighted_once_syntaxes_load() {
+    let mut test = TuiTest::new(Script::new([Step::text(CODE_ANSWER)]));
+    test.start(&[]);
+    test.send("code please");
+    // Plain code is light grey (ANSI 7); highlighted keywords get a 256-colour entry.
+    wait_for_keyword_colour(
+        &test,
+        |colour| matches!(colour, vt100::Color::Idx(index) if index >= 16),
+    );
+}
+
+#[test]
+fn a_16_colour_terminal_gets_highlighting_in_its_16_colours() {
+    let mut test = TuiTest::new(Script::new([Step::text(CODE_ANSWER)]));
+    let mut command = test.command(&[]);
+    command.env("TERM", "xterm");
+    test.pty = Some(kestrel_testkit::Pty::spawn(&command, 30, 100).unwrap());
+    test.wait("─────");
+    test.send("code please");
+    wait_for_keyword_colour(
+        &test,
+        |colour| matches!(colour, vt100::Color::Idx(index) if index < 16 && index != 7),
+    );
 }
 
 #[test]

@@ -75,26 +75,40 @@ fn ansi256(red: u8, green: u8, blue: u8) -> u8 {
     cube
 }
 
-/// The nearest of the 16 ANSI colours, by hue and brightness.
+/// The nearest of the 16 ANSI colours: greys by brightness, other colours by hue (so a
+/// pastel purple stays purple rather than the grey that is nearest by distance), bright
+/// variants for light colours.
 fn ansi16(red: u8, green: u8, blue: u8) -> Color {
-    let bright = u16::from(red.max(green).max(blue)) > 200;
-    let on = |value: u8| value > 100;
-    match (on(red), on(green), on(blue), bright) {
-        (false, false, false, _) => Color::DarkGray,
-        (true, false, false, false) => Color::Red,
-        (true, false, false, true) => Color::LightRed,
-        (false, true, false, false) => Color::Green,
-        (false, true, false, true) => Color::LightGreen,
-        (true, true, false, false) => Color::Yellow,
-        (true, true, false, true) => Color::LightYellow,
-        (false, false, true, false) => Color::Blue,
-        (false, false, true, true) => Color::LightBlue,
-        (true, false, true, false) => Color::Magenta,
-        (true, false, true, true) => Color::LightMagenta,
-        (false, true, true, false) => Color::Cyan,
-        (false, true, true, true) => Color::LightCyan,
-        (true, true, true, false) => Color::Gray,
-        (true, true, true, true) => Color::White,
+    let (r, g, b) = (i32::from(red), i32::from(green), i32::from(blue));
+    let max = r.max(g).max(b);
+    let min = r.min(g).min(b);
+    if max - min < 30 {
+        let average = (r + g + b) / 3;
+        return if average < 100 {
+            Color::DarkGray
+        } else if average < 200 {
+            Color::Gray
+        } else {
+            Color::White
+        };
+    }
+    let delta = max - min;
+    let hue = if max == r {
+        (60 * (g - b) / delta).rem_euclid(360)
+    } else if max == g {
+        60 * (b - r) / delta + 120
+    } else {
+        60 * (r - g) / delta + 240
+    };
+    let bright = max > 200;
+    let pick = |dark: Color, light: Color| if bright { light } else { dark };
+    match hue {
+        0..20 | 330..360 => pick(Color::Red, Color::LightRed),
+        20..70 => pick(Color::Yellow, Color::LightYellow),
+        70..160 => pick(Color::Green, Color::LightGreen),
+        160..200 => pick(Color::Cyan, Color::LightCyan),
+        200..260 => pick(Color::Blue, Color::LightBlue),
+        _ => pick(Color::Magenta, Color::LightMagenta),
     }
 }
 
@@ -153,5 +167,8 @@ mod tests {
         assert_eq!(ansi256(255, 0, 0), 196);
         assert_eq!(ansi16(220, 40, 40), Color::LightRed);
         assert_eq!(ansi16(20, 20, 20), Color::DarkGray);
+        assert_eq!(ansi16(180, 142, 173), Color::Magenta, "base16's keyword purple");
+        assert_eq!(ansi16(163, 190, 140), Color::Green, "base16's string green");
+        assert_eq!(ansi16(192, 197, 206), Color::Gray, "base16's text");
     }
 }
