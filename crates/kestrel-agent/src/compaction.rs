@@ -120,9 +120,8 @@ impl<'a> LiveWindow<'a> {
 fn choose_cut(entries: &[RecordEntry], live: &[usize], keep_tokens: u64) -> Option<usize> {
     let is_response = |p: usize| is_boundary(entries, live, p) && !is_user_at(entries, live, p);
     let first_response = (0..live.len()).find(|&p| is_response(p))?;
-    let boundaries: Vec<usize> = (first_response + 1..live.len())
-        .filter(|&p| is_boundary(entries, live, p))
-        .collect();
+    let boundaries: Vec<usize> =
+        (first_response + 1..live.len()).filter(|&p| is_boundary(entries, live, p)).collect();
     let tail = |p: usize| -> (u64, usize, usize) {
         let items = &live[p..];
         let tokens = items.iter().map(|&i| item_tokens(&entries[i].item)).sum();
