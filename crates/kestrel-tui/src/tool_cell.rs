@@ -235,13 +235,23 @@ impl ToolCell {
             return vec![Line::from(Span::styled(format!("{total} {noun}"), theme::dim()))];
         }
         let style = if failed { theme::error() } else { theme::dim() };
+        let keep = if failed { COLLAPSED_OUTPUT * 2 } else { COLLAPSED_OUTPUT };
+        // Collapsed, only the last lines are wrapped: a huge output costs nothing to show.
+        let skipped = if expanded || total <= keep + 1 { 0 } else { total - keep };
         let mut lines = Vec::new();
-        for line in text.lines() {
+        for line in text.lines().skip(skipped) {
             let line = line.replace('\t', "    ");
             lines.extend(hard_wrap(vec![Span::styled(line, style)], width, &[], &[]));
         }
-        let keep = if failed { COLLAPSED_OUTPUT * 2 } else { COLLAPSED_OUTPUT };
-        collapse(&mut lines, keep, expanded, true);
+        let mut hidden = skipped;
+        if !expanded && lines.len() > keep + 1 {
+            hidden += lines.len() - keep;
+            lines.drain(..lines.len() - keep);
+        }
+        if hidden > 0 {
+            let note = format!("… {hidden} more lines (ctrl+o to expand)");
+            lines.insert(0, Line::from(Span::styled(note, theme::dim())));
+        }
         lines
     }
 }
@@ -310,5 +320,66 @@ fn collapse(lines: &mut Vec<Line<'static>>, keep: usize, expanded: bool, tail: b
     } else {
         lines.truncate(keep);
         lines.push(note);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plain(lines: &[Line<'_>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|line| line.spans.iter().map(|span| span.content.as_ref()).collect())
+            .collect()
+    }
+
+    fn shell(output: &str) -> ToolCell {
+        let call: acp::ToolCall = serde_json::from_value(json!({
+            "toolCallId": "c1", "title": "shell: make", "name": "shell", "kind": "execute",
+            "status": "completed", "rawInput": {"command": "make"},
+            "content": [{"type": "content", "content": {"type": "text", "text": output}}]
+        }))
+        .unwrap();
+        ToolCell::new(call)
+    }
+
+    #[test]
+    fn long_output_shows_its_last_lines_unless_expanded() {
+        let output: String = (1..=10_000).map(|n| format!("line {n}\n")).collect();
+        let cell = shell(&output);
+        let collapsed = plain(&cell.render(60, Path::new("/w"), false));
+        assert_eq!(collapsed[0], "✓ shell: make");
+        assert_eq!(collapsed[1], "  └ … 9995 more lines (ctrl+o to expand)");
+        assert_eq!(collapsed.last().unwrap(), "    line 10000");
+        assert_eq!(collapsed.len(), 7);
+        let expanded = cell.render(60, Path::new("/w"), true);
+        assert_eq!(expanded.len(), 10_001);
+        let short = plain(&shell("a\nb\n").render(60, Path::new("/w"), false));
+        assert_eq!(short, ["✓ shell: make", "  └ a", "    b"]);
+    }
+
+    #[test]
+    fn a_task_call_nests_its_subagents_activity() {
+        let mut cell = shell("");
+        cell.status = acp::ToolCallStatus::InProgress;
+        let mut child = ChildActivity::new("0123456789abcdef");
+        let call: acp::ToolCall =
+            serde_json::from_value(json!({"toolCallId": "k1", "title": "read_file: a.rs"}))
+                .unwrap();
+        assert!(child.apply(&acp::SessionUpdate::ToolCall(call)));
+        let chunk = acp::ContentChunk::new(acp::ContentBlock::from("Found it.".to_string()));
+        assert!(child.apply(&acp::SessionUpdate::AgentMessageChunk(chunk)));
+        cell.child = Some(child);
+        let lines = plain(&cell.render(60, Path::new("/w"), false));
+        assert_eq!(
+            lines[1..],
+            [
+                "  └ subagent 01234567 · open it from /sessions",
+                "    │ ○ read_file: a.rs",
+                "    │ Found it."
+            ]
+        );
     }
 }
