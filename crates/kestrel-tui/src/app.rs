@@ -24,6 +24,8 @@ use std::time::Instant;
 /// Re-attaching to the session after losing the daemon: how often, how far apart.
 const REATTACH_ATTEMPTS: u32 = 20;
 const REATTACH_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+/// Lost connections in a row (without a session opening between them) before giving up.
+const MAX_RECONNECTS: u32 = 5;
 
 /// Where the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +104,8 @@ pub(crate) struct App {
     pub(crate) session_cwd: PathBuf,
     /// Re-attaching after the daemon was lost: the session, its cwd, attempts so far.
     reattach: Option<(String, PathBuf, u32)>,
+    /// Connections lost since a session last opened.
+    reconnects: u32,
     /// Subagent sessions shown under their `task` call: child id → call id.
     pub(crate) children: std::collections::HashMap<String, String>,
     /// `/compact` is running.
@@ -148,6 +152,7 @@ impl App {
             config: ConfigSummary::default(),
             session_cwd: options.cwd.clone(),
             reattach: None,
+            reconnects: 0,
             children: std::collections::HashMap::new(),
             compacting: false,
             compaction_noticed: false,
@@ -250,6 +255,14 @@ impl App {
                 self.turn = None;
                 self.approvals.clear();
                 self.status.link = LinkState::Lost("the daemon closed the connection".into());
+                self.reconnects += 1;
+                if self.reconnects > MAX_RECONNECTS {
+                    self.notice(
+                        NoticeLevel::Error,
+                        "the daemon keeps closing the connection; giving up (see $KESTREL_HOME/logs/daemon.log)",
+                    );
+                    return;
+                }
                 self.notice(
                     NoticeLevel::Error,
                     "lost the connection to the daemon (see $KESTREL_HOME/logs/daemon.log); reconnecting…",
@@ -397,6 +410,7 @@ impl App {
     }
 
     fn session_opened(&mut self, opened: OpenedSession) {
+        self.reconnects = 0;
         self.session = SessionState::Open(opened.session_id.clone());
         self.session_cwd = opened.cwd.clone();
         let reattached = self.reattach.take().is_some();

@@ -162,7 +162,7 @@ impl App {
                         let Some(item) = items.get(selected) else { return false };
                         let typed = self.composer.text();
                         let exact = items.iter().any(|item| format!("/{}", item.name) == typed);
-                        if key.code == KeyCode::Enter && (exact || !typed.is_empty()) {
+                        if key.code == KeyCode::Enter {
                             // Enter runs the highlighted command (or the one typed in full).
                             let name =
                                 if exact { typed.clone() } else { format!("/{}", item.name) };
