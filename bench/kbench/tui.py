@@ -290,7 +290,7 @@ def codex_reference(ctx):
                 rss.append(run.measured)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    note = f"{ctx.codex.name} TUI, same pty and method; reference until Kestrel's TUI exists"
+    note = f"{ctx.codex.name} TUI, same pty and method; Kestrel's TUI is measured the same way"
     for measure, values, unit in (("Codex first paint (reference)", paint, "ms"),
                                   ("Codex input-ready (reference)", ready, "ms"),
                                   ("Codex idle RSS of its tree, 1 s after input-ready (reference)", rss, "MB")):
