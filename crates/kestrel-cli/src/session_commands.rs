@@ -68,19 +68,31 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
 /// first, as they were started) with their depth. A subagent whose parent is not listed
 /// stands on its own.
 fn nested(sessions: &[SessionSummary]) -> Vec<(usize, &SessionSummary)> {
-    let listed = |id: &kestrel_protocol::SessionId| sessions.iter().any(|s| &s.id == id);
+    // One pass to index children by parent (linear; 10k sessions must list fast).
+    let listed: std::collections::HashSet<&kestrel_protocol::SessionId> =
+        sessions.iter().map(|s| &s.id).collect();
+    let mut children: std::collections::HashMap<
+        &kestrel_protocol::SessionId,
+        Vec<&SessionSummary>,
+    > = std::collections::HashMap::new();
+    for session in sessions {
+        if let Some(parent) = session.parent_id.as_ref().filter(|p| listed.contains(p)) {
+            children.entry(parent).or_default().push(session);
+        }
+    }
     let mut rows = Vec::with_capacity(sessions.len());
     let mut stack: Vec<(usize, &SessionSummary)> = sessions
         .iter()
         .rev()
-        .filter(|s| s.parent_id.as_ref().is_none_or(|parent| !listed(parent)))
+        .filter(|s| s.parent_id.as_ref().is_none_or(|parent| !listed.contains(parent)))
         .map(|s| (0, s))
         .collect();
     while let Some((depth, session)) = stack.pop() {
         rows.push((depth, session));
         // Newest first in `sessions`: pushed in that order, the oldest child pops first.
-        let children = sessions.iter().filter(|s| s.parent_id.as_ref() == Some(&session.id));
-        stack.extend(children.map(|child| (depth + 1, child)));
+        if let Some(kids) = children.get(&session.id) {
+            stack.extend(kids.iter().map(|child| (depth + 1, *child)));
+        }
     }
     rows
 }
