@@ -363,3 +363,41 @@ async fn a_write_through_a_symlink_is_recorded_at_its_target() {
     assert_eq!(fx.read("real.txt").unwrap(), "real\n");
     assert!(fx.path("link.txt").is_symlink());
 }
+
+#[tokio::test]
+async fn a_snapshot_runs_no_hook_a_command_planted_in_the_repository() {
+    let mut fx = Fixture::new();
+    let root = fx.root();
+    git(&root, &["init", "-q"]);
+    fx.write("tracked.txt", "tracked\n");
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-q", "-m", "init"]);
+    let marker = fx.home_dir.path().join("hook-ran");
+    let hook = root.join(".git/hooks/post-index-change");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    fx.turn();
+    fx.call("shell", json!({"command": "echo changed >> tracked.txt"})).await.unwrap();
+    assert!(!marker.exists(), "the snapshot ran the repository's hook");
+}
+
+#[test]
+fn undo_does_not_follow_a_symlink_planted_at_its_temporary_name() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut fx = Fixture::new();
+    fx.write("f.txt", "before\n");
+    fx.turn();
+    rt.block_on(fx.call("write_file", json!({"path": "f.txt", "content": "after\n"}))).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "untouched").unwrap();
+    // Plant links at every name a pid-based temp file could take.
+    for pid in [std::process::id()] {
+        let link = fx.root().join(format!(".f.txt.kestrel-undo-{pid}"));
+        std::os::unix::fs::symlink(&victim, link).unwrap();
+    }
+    fx.undo(1, false).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+    assert_eq!(fx.read("f.txt").unwrap(), "before\n");
+    assert!(!std::fs::symlink_metadata(fx.path("f.txt")).unwrap().file_type().is_symlink());
+}

@@ -192,6 +192,9 @@ fn clean_git(dir: &Path) -> Command {
             command.env_remove(key);
         }
     }
+    // A sandboxed command can write .git/hooks: a snapshot, run unsandboxed, must not
+    // run them.
+    command.args(["-c", "core.hooksPath=/dev/null"]);
     command
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")

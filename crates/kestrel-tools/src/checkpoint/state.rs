@@ -132,9 +132,14 @@ fn write_atomically(path: &Path, content: &[u8], mode: u32) -> io::Result<()> {
         return Err(io::Error::other("it is a directory now"));
     }
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = parent.join(format!(".{name}.kestrel-undo-{}", std::process::id()));
+    // An unpredictable name, created new: a symlink planted at a guessable name must
+    // not redirect the restored content elsewhere.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    let temp = parent.join(format!(".{name}.kestrel-undo-{}-{nanos:09}", std::process::id()));
     let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp)?;
         file.write_all(content)?;
         set_mode(&file, mode)?;
         file.sync_all()
