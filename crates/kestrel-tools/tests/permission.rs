@@ -169,6 +169,17 @@ fn writers_and_unknown_commands_are_not() {
         "xargs rm < list",
         "if true; then ls; fi",
         "echo `touch x`",
+        // Found by review: GNU long-option prefixes, sed labels, printf -v, test -v.
+        "sed --in s/x/y/ f",
+        "sed --expr='w F' README.md",
+        "sed -n ':a;w F' README.md",
+        "sort --outp=F file",
+        "shuf -o F file",
+        "printf -v PS4 '$(touch x)'",
+        "test -v 'a[$(touch x)]'",
+        "date --se=2020-01-01",
+        "date 010100002020",
+        "hostname --file=/etc/hosts",
     ] {
         assert!(!read_only(line), "read-only: {line}");
     }

@@ -15,7 +15,6 @@ const ALWAYS_READ_ONLY: &[&str] = &[
     "ls",
     "pwd",
     "echo",
-    "printf",
     "true",
     "false",
     "which",
@@ -62,8 +61,6 @@ const ALWAYS_READ_ONLY: &[&str] = &[
     "hexdump",
     "strings",
     "jq",
-    "test",
-    "[",
     "type",
     "locale",
     "printenv",
@@ -82,7 +79,6 @@ const ALWAYS_READ_ONLY: &[&str] = &[
     "join",
     "fmt",
     "pr",
-    "shuf",
     "yes",
     "getconf",
     "lsblk",
@@ -110,11 +106,19 @@ pub(crate) fn judge(words: &[Word]) -> Option<String> {
         "fd" | "fdfind" => fd(&texts),
         "sed" => sed(&texts),
         "sort" => flagged(&texts, &["--output", "--compress-program"], 'o'),
-        "tree" => flagged(&texts, &[], 'o'),
-        "date" => flagged(&texts, &["--set"], 's'),
+        "tree" => flagged(&texts, &["--output", "--fromfile"], 'o'),
+        "shuf" => flagged(&texts, &["--output", "--random-source"], 'o'),
+        // `printf -v NAME` assigns (and bash evaluates some of what it assigns);
+        // `test -v 'a[$(cmd)]'` runs the command.
+        "printf" => flagged(&texts, &[], 'v'),
+        "test" | "[" => {
+            match texts.iter().find(|arg| arg.starts_with("-v") || arg.starts_with("-R")) {
+                Some(arg) => writes(program, arg),
+                None => Ok(()),
+            }
+        }
         "uniq" => at_most_positional(&texts, 1, &["-f", "-s", "-w"]),
         "xxd" => at_most_positional(&texts, 1, &["-c", "-g", "-l", "-s", "-o", "-n"]),
-        "hostname" => at_most_positional(&texts, 0, &[]),
         "env" if texts.is_empty() => Ok(()),
         "command" if matches!(texts.first(), Some(&("-v" | "-V"))) => Ok(()),
         "set" => set(&texts),
@@ -140,7 +144,12 @@ fn writes(program: &str, flag: &str) -> Verdict {
 /// alone or in a bundle (`-uo`).
 fn flagged(args: &[&str], long: &[&str], short: char) -> Verdict {
     for arg in args {
-        if long.iter().any(|flag| arg == flag || arg.starts_with(&format!("{flag}="))) {
+        // GNU tools take any unambiguous prefix of a long option (`--outp` is `--output`).
+        let name = arg.split('=').next().unwrap_or(arg);
+        if name.len() > 2
+            && name.starts_with("--")
+            && long.iter().any(|flag| flag.starts_with(name))
+        {
             return Err(format!("the `{arg}` flag can change files or run commands"));
         }
         if let Some(bundle) = arg.strip_prefix('-')
@@ -219,6 +228,17 @@ fn set(args: &[&str]) -> Verdict {
 }
 
 /// `sed` without `-i`, `-f` and without scripts that write (`w`) or execute (`e`).
+/// The long options of sed that neither write nor hide a script.
+const SED_SAFE_LONG: [&str; 7] = [
+    "--quiet",
+    "--silent",
+    "--regexp-extended",
+    "--null-data",
+    "--separate",
+    "--posix",
+    "--sandbox",
+];
+
 fn sed(args: &[&str]) -> Verdict {
     let mut scripts = Vec::new();
     let mut explicit_script = false;
@@ -231,11 +251,19 @@ fn sed(args: &[&str]) -> Verdict {
         } else if let Some(script) = arg.strip_prefix("--expression=") {
             explicit_script = true;
             scripts.push(script);
-        } else if arg.starts_with("--in-place") || *arg == "-f" || arg.starts_with("--file") {
+        } else if *arg == "-f" {
             return writes("sed", arg);
         } else if let Some(bundle) = arg.strip_prefix('-') {
-            if bundle.is_empty() || bundle.starts_with('-') {
+            if bundle.is_empty() || *arg == "--" {
                 continue;
+            }
+            // Long options only by their full, harmless names: GNU sed takes prefixes
+            // (`--in` is `--in-place`, `--expr=` hides a script from the check).
+            if bundle.starts_with('-') {
+                if SED_SAFE_LONG.contains(arg) {
+                    continue;
+                }
+                return writes("sed", arg);
             }
             if !bundle.chars().all(|c| "nErsuz".contains(c)) {
                 return writes("sed", arg);
@@ -285,7 +313,7 @@ fn sed_script(script: &str) -> Verdict {
                 // A label or text to the end of the line (or script).
                 while i < chars.len()
                     && chars[i] != '\n'
-                    && !(matches!(command, 'b' | 't' | 'T') && chars[i] == ';')
+                    && !(matches!(command, 'b' | 't' | 'T' | ':') && chars[i] == ';')
                 {
                     i += 1;
                 }
