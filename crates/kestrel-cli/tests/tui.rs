@@ -129,6 +129,13 @@ fn a_command_is_allowed_once_after_an_approval_that_a_stray_key_cannot_answer() 
     assert!(test.pty().screen_text().contains("Permission needed"));
     assert!(!test.work_file("made-by-tool.txt").exists());
     test.snapshot("approval");
+    // After stray typing a digit selects nothing ("see item 1⏎" must not approve);
+    // an arrow key shows intent again.
+    test.type_text("1");
+    test.press(Key::Enter);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!test.work_file("made-by-tool.txt").exists(), "typed text approved the call");
+    test.press(Key::Down);
     test.type_text("1");
     test.wait("› 1. Allow once");
     test.press(Key::Enter);

@@ -48,6 +48,10 @@ pub(crate) struct Approval {
     summary: Option<String>,
     options: Vec<ApprovalOption>,
     selected: Option<usize>,
+    /// Other text was typed at the prompt (the user thought they were in the composer):
+    /// digits stop selecting until an arrow key shows intent, so "see item 1⏎" answers
+    /// nothing.
+    typing: bool,
     /// The reason being typed, once a rejecting option was confirmed.
     reason: Option<String>,
     /// Asked by a subagent of the session rather than the session itself.
@@ -86,6 +90,7 @@ impl Approval {
             summary,
             options,
             selected: None,
+            typing: false,
             reason: None,
             from_subagent: false,
             cwd: cwd.to_path_buf(),
@@ -119,17 +124,23 @@ impl Approval {
         match key.code {
             KeyCode::Esc => return ApprovalAction::Interrupt,
             KeyCode::Up => {
+                self.typing = false;
                 self.selected = Some(self.selected.map_or(0, |index| index.saturating_sub(1)))
             }
             KeyCode::Down => {
+                self.typing = false;
                 let last = self.options.len().saturating_sub(1);
                 self.selected = Some(self.selected.map_or(0, |index| (index + 1).min(last)));
             }
-            KeyCode::Char(digit @ '1'..='9') => {
+            KeyCode::Char(digit @ '1'..='9') if !self.typing => {
                 let index = usize::from(digit as u8 - b'1');
                 if index < self.options.len() {
                     self.selected = Some(index);
                 }
+            }
+            KeyCode::Char(_) => {
+                self.typing = true;
+                self.selected = None;
             }
             KeyCode::Enter => {
                 let option = self.selected.and_then(|index| self.options.get(index));
@@ -302,8 +313,28 @@ mod tests {
     fn a_stray_enter_or_letter_answers_nothing() {
         let mut prompt = approval();
         assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
-        assert_eq!(prompt.handle_key(key(KeyCode::Char('y'))), ApprovalAction::None);
         assert_eq!(prompt.handle_key(key(KeyCode::Char('1'))), ApprovalAction::None);
+        assert_eq!(
+            prompt.handle_key(key(KeyCode::Enter)),
+            ApprovalAction::Answer { option_id: "allow_once".into(), reason: None }
+        );
+    }
+
+    #[test]
+    fn a_sentence_typed_at_the_prompt_answers_nothing() {
+        let mut prompt = approval();
+        for ch in "see item 1".chars() {
+            assert_eq!(prompt.handle_key(key(KeyCode::Char(ch))), ApprovalAction::None);
+        }
+        assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
+        // A selection made before stray typing does not survive it either.
+        let mut prompt = approval();
+        prompt.handle_key(key(KeyCode::Char('1')));
+        prompt.handle_key(key(KeyCode::Char('y')));
+        assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
+        // An arrow key shows intent again.
+        prompt.handle_key(key(KeyCode::Down));
+        prompt.handle_key(key(KeyCode::Char('1')));
         assert_eq!(
             prompt.handle_key(key(KeyCode::Enter)),
             ApprovalAction::Answer { option_id: "allow_once".into(), reason: None }
