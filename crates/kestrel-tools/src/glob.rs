@@ -1,7 +1,7 @@
 //! `glob`: files whose path matches a glob, newest first, honouring .gitignore.
 
 use crate::walk::{self, FileGlob};
-use crate::workspace::{self, Access};
+use crate::workspace;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, arguments, paths};
 use serde::Deserialize;
 use serde_json::json;
@@ -56,13 +56,9 @@ impl Tool for GlobTool {
                 Ok(arguments) => arguments,
                 Err(output) => return output,
             };
-            let root = match workspace::confine(
-                context,
-                arguments.path.as_deref().unwrap_or("."),
-                Access::Read,
-            ) {
+            let root = match workspace::search_root(context, arguments.path.as_deref()) {
                 Ok(root) => root,
-                Err(reason) => return ToolOutput::error(reason),
+                Err(output) => return output,
             };
             let glob = match FileGlob::new(&arguments.pattern) {
                 Ok(glob) => glob,

@@ -3,7 +3,7 @@
 
 use crate::arguments::{self, optional_bool, optional_u64};
 use crate::walk::{self, FileGlob};
-use crate::workspace::{self, Access};
+use crate::workspace;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
@@ -73,13 +73,9 @@ impl Tool for GrepTool {
                 Ok(arguments) => arguments,
                 Err(output) => return output,
             };
-            let root = match workspace::confine(
-                context,
-                arguments.path.as_deref().unwrap_or("."),
-                Access::Read,
-            ) {
+            let root = match workspace::search_root(context, arguments.path.as_deref()) {
                 Ok(root) => root,
-                Err(reason) => return ToolOutput::error(reason),
+                Err(output) => return output,
             };
             let max_results = match arguments.max_results {
                 Some(0) => return ToolOutput::error("max_results must be at least 1"),

@@ -3,7 +3,7 @@
 
 use crate::arguments::{self, optional_u64};
 use crate::walk;
-use crate::workspace::{self, Access};
+use crate::workspace;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
 use serde::Deserialize;
 use serde_json::json;
@@ -58,13 +58,9 @@ impl Tool for ListDirTool {
                 Ok(arguments) => arguments,
                 Err(output) => return output,
             };
-            let root = match workspace::confine(
-                context,
-                arguments.path.as_deref().unwrap_or("."),
-                Access::Read,
-            ) {
+            let root = match workspace::search_root(context, arguments.path.as_deref()) {
                 Ok(root) => root,
-                Err(reason) => return ToolOutput::error(reason),
+                Err(output) => return output,
             };
             let depth = match arguments.depth {
                 Some(0) => return ToolOutput::error("depth must be at least 1"),

@@ -48,6 +48,15 @@ pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<Path
     }
 }
 
+/// The directory a search tool starts from: `path`, or the cwd when none is given,
+/// confined for reading. `Err` is the error output for the model.
+pub fn search_root(
+    context: &ToolContext,
+    path: Option<&str>,
+) -> Result<PathBuf, crate::ToolOutput> {
+    confine(context, path.unwrap_or("."), Access::Read).map_err(crate::ToolOutput::error)
+}
+
 /// Removes `.` and `..` without touching the file system.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
