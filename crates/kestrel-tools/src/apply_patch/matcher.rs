@@ -88,15 +88,27 @@ pub fn find_lines(haystack: &[&str], needle: &[&str], range: Range<usize>) -> Li
 /// The first place `line` occurs in `haystack[range]`, at the strictest level that
 /// finds it anywhere (an `@@` header is the first such line after the cursor).
 pub(crate) fn find_first_line(haystack: &[&str], line: &str, range: Range<usize>) -> Option<usize> {
+    find_every_line(haystack, line, range).into_iter().next()
+}
+
+/// Every place `line` occurs in `haystack[range]`, at the strictest level that finds
+/// it anywhere; empty when it occurs nowhere.
+pub(crate) fn find_every_line(haystack: &[&str], line: &str, range: Range<usize>) -> Vec<usize> {
     let end = range.end.min(haystack.len());
     let start = range.start.min(end);
-    MatchLevel::ALL.iter().find_map(|level| {
+    for level in MatchLevel::ALL {
         let wanted = level.normalize(line);
-        haystack[start..end]
+        let found: Vec<usize> = haystack[start..end]
             .iter()
-            .position(|candidate| level.normalize(candidate) == wanted)
-            .map(|offset| start + offset)
-    })
+            .enumerate()
+            .filter(|(_, candidate)| level.normalize(candidate) == wanted)
+            .map(|(offset, _)| start + offset)
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    Vec::new()
 }
 
 fn matching_starts(haystack: &[&str], needle: &[&str], level: MatchLevel) -> Vec<usize> {

@@ -1,14 +1,18 @@
 //! Applies the hunks of one `*** Update File` to the file's text, in memory.
 //!
 //! Hunks are placed in order, each searched forward from the end of the previous
-//! one. `@@ header` lines are found first (the first occurrence after the cursor);
-//! the hunk is then looked for in the block the last header opens (its indented
-//! lines and closing line), and failing that anywhere after the header. Two equally
-//! good places in the first scope that has any are an error. Context lines keep the
+//! one. `@@ header` lines are found first (each header the first occurrence after the
+//! one before it); the hunk is then looked for in the block the last header opens (its
+//! indented lines and closing line), and failing that anywhere after the header. When
+//! the first header occurs several times, every occurrence is tried: the hunk fitting
+//! the blocks of two of them is an error, as are two equally good places in the first
+//! scope that has any. Context lines keep the
 //! file's own text and line endings; added lines get the file's newline.
 
 use super::error::{HunkFailure, PatchError};
-use super::matcher::{LineMatch, MatchLevel, closest_partial, find_first_line, find_lines};
+use super::matcher::{
+    LineMatch, MatchLevel, closest_partial, find_every_line, find_first_line, find_lines,
+};
 use super::parser::{Hunk, HunkLine};
 use super::text::{TextFile, TextLine};
 use std::borrow::Cow;
@@ -61,23 +65,18 @@ pub fn update_text(path: &str, original: &str, hunks: &[Hunk]) -> Result<String,
 
 /// Where the hunk's old lines start (for a pure addition: where its lines go).
 fn place(lines: &[&str], hunk: &Hunk, cursor: usize) -> Result<usize, HunkFailure> {
-    let mut after = cursor;
-    let mut anchor = None;
-    for header in &hunk.headers {
-        let Some(found) = find_first_line(lines, header, after..lines.len()) else {
-            return Err(HunkFailure::HeaderNotFound { header: header.clone() });
-        };
-        anchor = Some(found);
-        after = found + 1;
-    }
+    let anchors = anchors(lines, &hunk.headers, cursor)?;
     let old = hunk.old_lines();
     if old.is_empty() {
         // Nothing to find: after the header, or else at the end of the file.
-        return Ok(match anchor {
-            Some(_) if !hunk.end_of_file => after,
-            Some(_) | None => lines.len(),
-        });
+        return match anchors.as_slice() {
+            [] => Ok(lines.len()),
+            _ if hunk.end_of_file => Ok(lines.len()),
+            [anchor] => Ok(anchor + 1),
+            [..] => Err(ambiguous_header(&hunk.headers, &anchors)),
+        };
     }
+    let anchor = anchors.first().copied();
     let floor = anchor.unwrap_or(cursor);
     if hunk.end_of_file
         && let Some(start) = lines.len().checked_sub(old.len())
@@ -88,19 +87,24 @@ fn place(lines: &[&str], hunk: &Hunk, cursor: usize) -> Result<usize, HunkFailur
     {
         return Ok(start);
     }
-    let block = anchor.and_then(|header| block(lines, header));
-    let rest = floor..lines.len();
-    for scope in block.into_iter().chain(std::iter::once(rest)) {
-        match find_lines(lines, &old, scope) {
-            LineMatch::Unique { start, .. } => return Ok(start),
-            LineMatch::Ambiguous { starts, .. } => {
-                return Err(HunkFailure::Ambiguous {
-                    expected: owned(&old),
-                    lines: starts.into_iter().map(|start| start + 1).collect(),
-                });
-            }
-            LineMatch::NotFound => {}
+    // The blocks of every place the headers name, then anything after the first one.
+    let mut in_blocks = Vec::new();
+    for block in anchors.iter().filter_map(|&header| block(lines, header)) {
+        match find_lines(lines, &old, block) {
+            LineMatch::Unique { start, .. } if !in_blocks.contains(&start) => in_blocks.push(start),
+            LineMatch::Unique { .. } | LineMatch::NotFound => {}
+            LineMatch::Ambiguous { starts, .. } => return Err(ambiguous(&old, starts)),
         }
+    }
+    match in_blocks.as_slice() {
+        [start] => return Ok(*start),
+        [] => {}
+        [..] => return Err(ambiguous(&old, in_blocks)),
+    }
+    match find_lines(lines, &old, floor..lines.len()) {
+        LineMatch::Unique { start, .. } => return Ok(start),
+        LineMatch::Ambiguous { starts, .. } => return Err(ambiguous(&old, starts)),
+        LineMatch::NotFound => {}
     }
     let closest = closest_partial(lines, &old, floor..lines.len()).map(|(start, matched, differ)| {
         let line = start + differ;
@@ -117,6 +121,55 @@ fn place(lines: &[&str], hunk: &Hunk, cursor: usize) -> Result<usize, HunkFailur
         )
     });
     Err(HunkFailure::ContextNotFound { expected: owned(&old), closest })
+}
+
+/// The lines the header chain can stand for: each occurrence of the first header after
+/// `cursor`, each followed by the first occurrence of every later header. Empty when
+/// there are no headers.
+fn anchors(lines: &[&str], headers: &[String], cursor: usize) -> Result<Vec<usize>, HunkFailure> {
+    let Some((first, later)) = headers.split_first() else {
+        return Ok(Vec::new());
+    };
+    let starts = find_every_line(lines, first, cursor..lines.len());
+    if starts.is_empty() {
+        return Err(HunkFailure::HeaderNotFound { header: first.clone() });
+    }
+    let mut anchors = Vec::with_capacity(starts.len());
+    let mut missing = None;
+    for start in starts {
+        let mut at = Some(start);
+        for header in later {
+            at = at.and_then(|found| find_first_line(lines, header, found + 1..lines.len()));
+            if at.is_none() {
+                missing.get_or_insert(header);
+                break;
+            }
+        }
+        if let Some(found) = at
+            && !anchors.contains(&found)
+        {
+            anchors.push(found);
+        }
+    }
+    match (anchors.is_empty(), missing) {
+        (true, Some(header)) => Err(HunkFailure::HeaderNotFound { header: header.clone() }),
+        _ => Ok(anchors),
+    }
+}
+
+fn ambiguous(old: &[&str], starts: Vec<usize>) -> HunkFailure {
+    HunkFailure::Ambiguous {
+        expected: owned(old),
+        lines: starts.into_iter().map(|start| start + 1).collect(),
+    }
+}
+
+/// A pure addition under a header that occurs at several places.
+fn ambiguous_header(headers: &[String], anchors: &[usize]) -> HunkFailure {
+    HunkFailure::Ambiguous {
+        expected: headers.iter().map(|header| format!("@@ {header}")).collect(),
+        lines: anchors.iter().map(|anchor| anchor + 1).collect(),
+    }
 }
 
 /// The block a header line opens: the header, the lines indented deeper than it and
@@ -258,6 +311,26 @@ mod tests {
             .unwrap(),
             "class A:\n    def f(self):\n        return 1\nclass B:\n    def f(self):\n        return 2\n"
         );
+    }
+
+    #[test]
+    fn a_header_that_occurs_twice_is_ambiguous_when_both_blocks_fit() {
+        let original = "impl A {\n    fn f() {}\n}\nimpl A {\n    fn f() {}\n}\n";
+        let (hunk, both) = failure(original, "@@ impl A {\n-    fn f() {}\n+    fn g() {}");
+        assert_eq!(hunk, 1);
+        assert_eq!(
+            both,
+            HunkFailure::Ambiguous { expected: vec!["    fn f() {}".into()], lines: vec![2, 5] }
+        );
+        // Only one of the blocks holds the lines: that one, even if it is not the first.
+        let original = "impl A {\n    fn f() {}\n}\nimpl A {\n    fn h() {}\n}\n";
+        assert_eq!(
+            apply(original, "@@ impl A {\n-    fn h() {}\n+    fn g() {}").unwrap(),
+            "impl A {\n    fn f() {}\n}\nimpl A {\n    fn g() {}\n}\n"
+        );
+        // An addition under a repeated header cannot be placed.
+        let (_, repeated) = failure("h\nx\nh\n", "@@ h\n+y");
+        assert!(matches!(repeated, HunkFailure::Ambiguous { ref lines, .. } if lines == &[1, 3]));
     }
 
     #[test]

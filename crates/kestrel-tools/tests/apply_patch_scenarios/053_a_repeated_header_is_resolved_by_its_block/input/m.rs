@@ -1,0 +1,6 @@
+mod a {
+    fn run() {}
+}
+mod a {
+    fn stop() {}
+}
