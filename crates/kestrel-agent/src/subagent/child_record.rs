@@ -1,7 +1,9 @@
 //! Following a child session's record from outside: the parent reads the lines the
 //! child's worker appends (it never takes the record's lock) until the child's first
 //! turn is complete. Only complete lines are read, so a line being written is picked up
-//! on the next look.
+//! on the next look. A record that no process holds (its worker's lock, ARCHITECTURE §5)
+//! for longer than a restart takes means the child's worker is gone for good (given up
+//! on by the daemon, killed with no restart): the turn ends as interrupted.
 
 use super::{CANCEL_GRACE, ChildOutcome, START_TIMEOUT};
 use kestrel_protocol::{RecordEntry, RecordItem, SessionId, StopReason, Usage};
@@ -13,6 +15,13 @@ use tokio_util::sync::CancellationToken;
 
 /// How often a followed record is looked at.
 const POLL: Duration = Duration::from_millis(100);
+/// How often a quiet record is checked for a writer. Each check holds a shared lock for
+/// an instant, so it is rare: a worker that (re)opens the record at that very instant
+/// fails and is restarted.
+const WRITER_CHECK: Duration = Duration::from_secs(1);
+/// How long a started turn's record may have no writer before the child is given up on:
+/// longer than the daemon takes to restart a crashed worker.
+const ORPHAN_GRACE: Duration = Duration::from_secs(15);
 
 /// A child's record and what its first turn has shown so far.
 pub(crate) struct ChildRecord {
@@ -25,6 +34,8 @@ pub(crate) struct ChildRecord {
     usage: Usage,
     requests: u32,
     ended: Option<(StopReason, Option<String>)>,
+    /// How long the record may have no writer before the child counts as gone.
+    orphan_grace: Duration,
 }
 
 impl ChildRecord {
@@ -42,6 +53,7 @@ impl ChildRecord {
             usage: Usage::default(),
             requests: 0,
             ended: None,
+            orphan_grace: ORPHAN_GRACE,
         })
     }
 
@@ -68,7 +80,8 @@ impl ChildRecord {
 
     /// Follows the record until the turn ends. A cancel calls `on_cancel` once, then
     /// waits a short grace for the child to record its end; after it, or when the turn
-    /// never starts within the start timeout, the child is given up on.
+    /// never starts within the start timeout, the child is given up on. A started turn
+    /// whose record has had no writer for the orphan grace ends as interrupted.
     pub(crate) async fn follow(
         &mut self,
         cancel: &CancellationToken,
@@ -77,9 +90,27 @@ impl ChildRecord {
         let started_at = Instant::now();
         let mut on_cancel = Some(on_cancel);
         let mut cancelled_at: Option<Instant> = None;
+        let mut last_check = Instant::now();
+        let mut writerless_since: Option<Instant> = None;
         loop {
+            let offset = self.offset;
             if let Some(outcome) = self.poll()? {
                 return Ok(outcome);
+            }
+            if self.offset != offset {
+                last_check = Instant::now();
+                writerless_since = None;
+            } else if self.started && last_check.elapsed() >= WRITER_CHECK {
+                last_check = Instant::now();
+                if self.has_writer() {
+                    writerless_since = None;
+                } else if writerless_since.get_or_insert(last_check).elapsed() >= self.orphan_grace
+                {
+                    let error = "the subagent's worker is gone (nothing has held its record \
+                        for a while) and its turn never ended"
+                        .to_string();
+                    return Ok(self.outcome(StopReason::Interrupted, Some(error)));
+                }
             }
             if let Some(at) = cancelled_at {
                 if at.elapsed() >= CANCEL_GRACE {
@@ -101,6 +132,16 @@ impl ChildRecord {
                     }
                 }
             }
+        }
+    }
+
+    /// Whether a worker holds the record's lock. Unknown (an error) counts as yes.
+    fn has_writer(&self) -> bool {
+        let Ok(file) = std::fs::File::open(&self.path) else { return true };
+        match file.try_lock_shared() {
+            // Closing the file right away releases the probe's lock.
+            Ok(()) => false,
+            Err(std::fs::TryLockError::WouldBlock | std::fs::TryLockError::Error(_)) => true,
         }
     }
 
@@ -210,6 +251,45 @@ mod tests {
             (2, 20, 1.0)
         );
         drop(writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_started_turn_whose_worker_is_gone_ends_as_interrupted() {
+        let home_dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(home_dir.path());
+        let id = SessionId::new();
+        let header = RecordHeader {
+            id: id.clone(),
+            version: RECORD_VERSION,
+            created_at: Timestamp::now(),
+            cwd: "/w".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            parent_id: Some(SessionId::new()),
+            forked_from: None,
+        };
+        let mut record = SessionRecord::create(&home, header).unwrap();
+        append(&mut record, RecordItem::TurnStarted {});
+        let mut child = ChildRecord::locate(&home, &id).unwrap();
+        child.orphan_grace = Duration::from_millis(300);
+        // While the worker holds the record, the child is waited for.
+        let held = tokio::time::timeout(
+            Duration::from_millis(2_500),
+            child.follow(&CancellationToken::new(), async || {}),
+        )
+        .await;
+        assert!(held.is_err(), "gave up on a child whose worker is alive: {held:?}");
+        // The worker dies (its lock goes with it) without ending the turn.
+        drop(record);
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(10),
+            child.follow(&CancellationToken::new(), async || {}),
+        )
+        .await
+        .expect("the parent stops waiting for a child whose worker is gone")
+        .unwrap();
+        assert_eq!(outcome.stop_reason, StopReason::Interrupted);
+        assert!(outcome.error.unwrap().contains("worker is gone"));
     }
 
     #[test]
