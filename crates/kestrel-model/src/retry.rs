@@ -4,6 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use kestrel_protocol::Timestamp;
 use reqwest::header::HeaderMap;
 
 use crate::types::RetryPolicy;
@@ -57,7 +58,8 @@ impl Backoff {
 }
 
 /// The server's wish for when to retry: `retry-after-ms` (OpenAI) or `Retry-After` in
-/// seconds. The HTTP-date form is not used by model providers and is ignored.
+/// seconds or as an HTTP date (proxies and gateways send that form; a date already past
+/// means now).
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     let seconds = |text: &str, scale: f64| {
@@ -69,6 +71,11 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     header("retry-after-ms")
         .and_then(|ms| seconds(ms, 1000.0))
         .or_else(|| header("retry-after").and_then(|s| seconds(s, 1.0)))
+        .or_else(|| {
+            let date = Timestamp::parse_http_date(header("retry-after")?)?;
+            let millis = date.millis.saturating_sub(Timestamp::now().millis).clamp(0, 86_400_000);
+            Some(Duration::from_millis(u64::try_from(millis).ok()?))
+        })
 }
 
 /// A tiny xorshift generator: jitter needs spread, not quality, and no `rand` crate.
@@ -151,7 +158,24 @@ mod tests {
         headers.insert("retry-after-ms", HeaderValue::from_static("1500.5"));
         assert_eq!(retry_after(&headers), Some(Duration::from_secs_f64(1.5005)));
         headers.remove("retry-after-ms");
+        // An HTTP date: in the past means now; in the future, the time until then.
         headers.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(retry_after(&headers), Some(Duration::ZERO));
+        let soon = Timestamp { millis: Timestamp::now().millis + 60_000 };
+        let value = HeaderValue::from_str(&http_date(soon)).unwrap();
+        headers.insert("retry-after", value);
+        let wait = retry_after(&headers).unwrap();
+        assert!(wait > Duration::from_secs(50) && wait <= Duration::from_secs(60), "{wait:?}");
+        headers.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&headers), None);
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT` for `at` (the weekday is not checked by the parser).
+    fn http_date(at: Timestamp) -> String {
+        const MONTHS: [&str; 12] =
+            ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+        let (year, month, day) = at.date();
+        let text = at.to_string();
+        format!("Mon, {day:02} {} {year} {} GMT", MONTHS[month as usize - 1], &text[11..19])
     }
 }

@@ -54,6 +54,34 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses an HTTP date in the IMF-fixdate form RFC 9110 requires senders to use
+    /// (`Sun, 06 Nov 1994 08:49:37 GMT`); `None` for anything else.
+    pub fn parse_http_date(text: &str) -> Option<Self> {
+        let mut parts = text.trim().split(' ');
+        let weekday = parts.next()?;
+        let (day, month, year, time, zone) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || !weekday.ends_with(',') || zone != "GMT" || day.len() != 2 {
+            return None;
+        }
+        const MONTHS: [&str; 12] =
+            ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+        let month = MONTHS.iter().position(|name| *name == month)?;
+        let (day, year) = (day.parse::<u32>().ok()?, year.parse::<i64>().ok()?);
+        let mut clock = time.split(':').map(|part| part.parse::<i64>().ok());
+        let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+        if clock.next().is_some() || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+            return None;
+        }
+        if second > 60 {
+            return None;
+        }
+        let days = days_from_civil(year, u32::try_from(month).ok()? + 1, day);
+        Some(Self { millis: (days * 86_400 + hour * 3_600 + minute * 60 + second) * 1_000 })
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (year, month, day) = self.date();
@@ -114,6 +142,23 @@ mod tests {
         assert_eq!(text, "2026-12-01T20:13:24.123Z");
         assert_eq!(Timestamp::parse(&text), Some(stamp));
         assert_eq!(stamp.date(), (2026, 12, 1));
+    }
+
+    #[test]
+    fn parses_http_dates_and_rejects_other_forms() {
+        let date = Timestamp::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(date.to_string(), "1994-11-06T08:49:37.000Z");
+        for bad in [
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "120",
+            "",
+        ] {
+            assert_eq!(Timestamp::parse_http_date(bad), None, "{bad}");
+        }
     }
 
     #[test]
