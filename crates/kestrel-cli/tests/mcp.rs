@@ -214,6 +214,35 @@ fn a_tool_that_outlives_its_timeout_is_an_error_result() {
 }
 
 #[test]
+fn a_stdio_server_gets_a_minimal_environment_without_kestrels_keys() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__everything__get-env", json!({})),
+            Step::text("Seen."),
+        ]),
+    );
+    let everything = bin("mcp-server-everything").display().to_string();
+    with_servers(
+        &env,
+        &[server_table("everything", &everything, &["stdio"], "env = { MCP_SETTING = \"on\" }\n")],
+    );
+    let output = env
+        .command(&["exec", "show the server's environment"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-must-not-leak")
+        .env("LANG", "C.UTF-8")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = body_text(&env.requests()[1]);
+    assert!(second.contains("MCP_SETTING"), "the configured env is set: {second}");
+    assert!(second.contains("PATH") && second.contains("C.UTF-8"), "{second}");
+    for secret in ["sk-ant-must-not-leak", "sk-test-secret-key", "KESTREL_HOME"] {
+        assert!(!second.contains(secret), "{secret} reached the server: {second}");
+    }
+}
+
+#[test]
 fn server_processes_end_with_the_session() {
     let env = TestEnv::new(
         Wire::Chat,

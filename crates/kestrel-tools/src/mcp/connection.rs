@@ -134,6 +134,8 @@ impl ServerProcess {
         let mut builder = Command::new(command);
         builder
             .args(args)
+            .env_clear()
+            .envs(inherited_environment())
             .envs(env)
             .current_dir(dir)
             .stdin(Stdio::piped())
@@ -222,6 +224,36 @@ async fn keep_tail(pipe: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
             tail.push_back(line);
         }
     }
+}
+
+/// The variables a stdio server inherits from Kestrel: enough to find and run programs,
+/// never the user's keys (like the MCP SDKs' `getDefaultEnvironment`, plus locale and
+/// temp dir). Anything else a server needs goes in its `env`.
+#[cfg(not(windows))]
+const INHERITED_VARIABLES: &[&str] =
+    &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR"];
+#[cfg(windows)]
+const INHERITED_VARIABLES: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
+
+/// Kestrel's values of [`INHERITED_VARIABLES`]; shell functions (`()...`) are left out.
+fn inherited_environment() -> Vec<(&'static str, std::ffi::OsString)> {
+    INHERITED_VARIABLES
+        .iter()
+        .filter_map(|name| Some((*name, std::env::var_os(name)?)))
+        .filter(|(_, value)| !value.as_encoded_bytes().starts_with(b"()"))
+        .collect()
 }
 
 /// "status 1" or "killed by signal 9".

@@ -67,8 +67,15 @@ impl McpServers {
         let runtime = tokio::runtime::Handle::try_current();
         let mut slots = Vec::new();
         let mut tasks = Vec::new();
-        for (name, settings) in servers.iter().filter(|(_, settings)| settings.enabled) {
-            let slot = ServerSlot::new(name, settings);
+        let enabled: Vec<(&String, &McpServerSettings)> =
+            servers.iter().filter(|(_, settings)| settings.enabled).collect();
+        let names: Vec<&str> = enabled.iter().map(|(name, _)| name.as_str()).collect();
+        let (prefixes, clashes) = naming::prefixes(&names);
+        if let Ok(mut reports) = reports.lock() {
+            reports.extend(clashes);
+        }
+        for ((name, settings), prefix) in enabled.into_iter().zip(prefixes.iter()) {
+            let slot = ServerSlot::new(name, prefix.clone(), &prefixes, settings);
             match &runtime {
                 Ok(runtime) => tasks.push(runtime.spawn(supervise(
                     slot.clone(),
@@ -150,8 +157,8 @@ impl Drop for McpServers {
 impl ToolSource for McpServers {
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-        // Server `a__b` with tool `c` and server `a` with tool `b__c` make the same name;
-        // providers refuse two tools of one name, so the first server's wins.
+        // Names are made unique (`naming`); should two still meet, providers refuse two
+        // tools of one name, so the first server's (in name order) is offered.
         let mut names = HashSet::new();
         for slot in &self.servers {
             if let State::Ready { tools: ready, .. } = slot.state() {

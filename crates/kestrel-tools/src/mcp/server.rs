@@ -42,18 +42,32 @@ pub(crate) struct ServerSlot {
     pub(crate) name: String,
     /// `mcp__<server>__`: every tool name of this server starts with it.
     pub(crate) prefix: String,
+    /// Other servers' prefixes that start with this one: its tool names avoid them.
+    longer: Vec<String>,
     pub(crate) tool_timeout: Duration,
     state: watch::Sender<State>,
 }
 
 impl ServerSlot {
-    pub(crate) fn new(name: &str, settings: &McpServerSettings) -> Arc<Self> {
+    /// A server named `name` whose tools are named `prefix…` (see `naming::prefixes`),
+    /// in a session whose other servers have `others` as prefixes.
+    pub(crate) fn new(
+        name: &str,
+        prefix: String,
+        others: &[String],
+        settings: &McpServerSettings,
+    ) -> Arc<Self> {
         let tool_timeout = settings
             .tool_timeout_sec
             .map_or(DEFAULT_TOOL_TIMEOUT, |seconds| Duration::from_secs(seconds.max(1)));
         Arc::new(Self {
             name: name.to_string(),
-            prefix: naming::prefix(name),
+            longer: others
+                .iter()
+                .filter(|other| other.len() > prefix.len() && other.starts_with(&prefix))
+                .cloned()
+                .collect(),
+            prefix,
             tool_timeout,
             state: watch::Sender::new(State::Starting),
         })
@@ -97,7 +111,7 @@ pub(crate) async fn supervise(
     reports: Reports,
 ) {
     let started = tokio::select! {
-        started = tokio::time::timeout(STARTUP_TIMEOUT, start(&slot, &settings, &cwd)) => started,
+        started = tokio::time::timeout(STARTUP_TIMEOUT, start(&slot, &settings, &cwd, &reports)) => started,
         // Dropping a half-started connection kills its process group.
         () = shutdown.cancelled() => return,
     };
@@ -136,7 +150,7 @@ pub(crate) async fn supervise(
             }
             Some(()) = list_changed.recv() => {
                 // A failed refresh keeps the tools known so far.
-                let listed = tokio::time::timeout(STARTUP_TIMEOUT, list_tools(&slot, &client)).await;
+                let listed = tokio::time::timeout(STARTUP_TIMEOUT, list_tools(&slot, &client, None)).await;
                 if let Ok(Ok(tools)) = listed {
                     slot.set(State::Ready { tools: Arc::new(tools) });
                 }
@@ -152,10 +166,11 @@ async fn start(
     slot: &Arc<ServerSlot>,
     settings: &McpServerSettings,
     cwd: &std::path::Path,
+    reports: &Reports,
 ) -> Result<(Connection, Client), String> {
     let mut connection = connect(settings, cwd).await?;
     let client = connection.client.clone();
-    match list_tools(slot, &client).await {
+    match list_tools(slot, &client, Some(reports)).await {
         Ok(tools) => {
             slot.set(State::Ready { tools: Arc::new(tools) });
             Ok((connection, client))
@@ -171,16 +186,33 @@ async fn start(
     }
 }
 
-async fn list_tools(slot: &Arc<ServerSlot>, client: &Client) -> Result<Vec<Arc<McpTool>>, String> {
+/// The server's tools under their model-facing names. Two tools whose names clean up
+/// to the same name: the later one in the server's list gets a hash, reported (once,
+/// when `reports` is given: the first listing).
+async fn list_tools(
+    slot: &Arc<ServerSlot>,
+    client: &Client,
+    reports: Option<&Reports>,
+) -> Result<Vec<Arc<McpTool>>, String> {
     let listed = client.list_tools().await?;
     let mut taken = HashSet::new();
     let tools = listed
         .into_iter()
         .map(|tool| {
-            let mut name = naming::tool_name(&slot.name, &tool.name);
-            // Two remote names that clean up to the same name: the later one gets a hash.
+            let mut name = naming::tool_name(&slot.prefix, &tool.name, &slot.longer);
             if !taken.insert(name.clone()) {
-                name = naming::with_hash(&name, &tool.name);
+                let renamed = naming::with_hash(&name, &tool.name);
+                if let Some(reports) = reports {
+                    report(
+                        reports,
+                        format!(
+                            "MCP server `{}`: tool `{}` would be named {name} like an earlier \
+                             tool of the server; it is offered as {renamed}",
+                            slot.name, tool.name
+                        ),
+                    );
+                }
+                name = renamed;
                 taken.insert(name.clone());
             }
             Arc::new(McpTool::new(slot, name, tool, client.clone()))
