@@ -412,25 +412,19 @@ pub(crate) fn default_headers(
     Ok(headers)
 }
 
+/// The HTTP client: connect timeout, user agent, and TLS whose roots are read on the
+/// first TLS handshake (a plain-http client never reads them).
 pub(crate) fn build_http(
     options: &ClientOptions,
-    extra_roots: Vec<reqwest::Certificate>,
+    extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
 ) -> Result<reqwest::Client, String> {
-    let builder = || {
-        reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .user_agent(concat!("kestrel/", env!("CARGO_PKG_VERSION")))
-    };
-    match builder().tls_certs_merge(extra_roots.clone()).build() {
-        Ok(client) => Ok(client),
-        // With no system roots at all (a bare container) the platform verifier refuses
-        // to start; plain-http local servers must still work, so fall back to exactly
-        // the roots we were given.
-        Err(first) => builder()
-            .tls_certs_only(extra_roots)
-            .build()
-            .map_err(|_| format!("cannot set up the HTTP client: {}", error_chain(&first))),
-    }
+    let tls = tls::client_config(extra_roots)?;
+    reqwest::Client::builder()
+        .connect_timeout(options.connect_timeout)
+        .user_agent(concat!("kestrel/", env!("CARGO_PKG_VERSION")))
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|error| format!("cannot set up the HTTP client: {}", error_chain(&error)))
 }
 
 #[cfg(test)]
