@@ -217,10 +217,7 @@ fn a_tool_that_outlives_its_timeout_is_an_error_result() {
 fn a_stdio_server_gets_a_minimal_environment_without_kestrels_keys() {
     let env = TestEnv::new(
         Wire::Chat,
-        Script::new([
-            Step::tool_call("mcp__everything__get-env", json!({})),
-            Step::text("Seen."),
-        ]),
+        Script::new([Step::tool_call("mcp__everything__get-env", json!({})), Step::text("Seen.")]),
     );
     let everything = bin("mcp-server-everything").display().to_string();
     with_servers(
