@@ -397,3 +397,38 @@ async fn cancelling_a_parent_through_the_daemon_cancels_its_subagent() {
     })
     .await;
 }
+
+/// The cost of the newest `usage_update` a client saw for `session`.
+fn last_cost(updates: &[Value]) -> Value {
+    let update = updates
+        .iter()
+        .rev()
+        .find(|update| update["sessionUpdate"] == "usage_update")
+        .unwrap_or_else(|| panic!("no usage_update in {updates:#?}"));
+    update["cost"]["amount"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parents_usage_update_cost_includes_its_subagents_live_and_after_a_reload() {
+    let test = DaemonTest::new(two_tasks());
+    cached_catalog(&test.env);
+    let total = cost(1_000, 0, 100) + 2.0 * cost(500, 0, 50) + cost(3_000, 0, 200);
+    let cwd = test.env.work_path();
+    let parent = {
+        let mut client = test.client().await;
+        let parent = client.new_session(&cwd).await;
+        let answer = client.prompt(&parent, "look at alpha and beta").await.unwrap().unwrap();
+        assert_eq!(answer["stopReason"], "end_turn");
+        client.settle(Duration::from_millis(300)).await;
+        close(&last_cost(&client.updates(&parent)), total);
+        client.close().await;
+        parent
+    };
+    // A new worker loads the session from its record: its replayed usage still counts
+    // the children, whose cost is in their own records.
+    test.stop_daemon();
+    let mut client = test.client().await;
+    client.load(&parent, &cwd).await.unwrap();
+    client.settle(Duration::from_millis(300)).await;
+    close(&last_cost(&client.updates(&parent)), total);
+}

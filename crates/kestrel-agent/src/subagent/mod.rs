@@ -289,6 +289,18 @@ pub(crate) fn usage_line(outcome: &ChildOutcome) -> String {
     format!("[subagent {}: {requests}, {tokens}, ${:.4}]", outcome.session_id, usage.cost)
 }
 
+/// What each session of `home` and its descendants spent (USD), by session id, from the
+/// session index: a replayed parent's cost includes its children's, which its own record
+/// lacks. An unreadable index counts nothing.
+pub(crate) fn child_costs(home: &kestrel_store::KestrelHome) -> impl Fn(&str) -> f64 + use<> {
+    let costs: std::collections::HashMap<String, f64> = kestrel_store::SessionIndex::list(home)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|summary| (summary.id.to_string(), summary.total_usage.cost))
+        .collect();
+    move |id| costs.get(id).copied().unwrap_or(0.0)
+}
+
 /// The child session a recorded `task` result names in its usage line.
 pub(crate) fn child_in_output(output: &str) -> Option<&str> {
     let line = output.lines().rev().find(|line| !line.trim().is_empty())?;

@@ -258,7 +258,9 @@ impl Server {
             .modes(choices::modes(live.control.mode()))
             .config_options(choices::config_options(&live.model, &live.models));
         let updates = match mapper.lock() {
-            Ok(mut mapper) => mapper.replay(&entries),
+            Ok(mut mapper) => {
+                mapper.replay(&entries, &crate::subagent::child_costs(&self.options.home))
+            }
             Err(_) => Vec::new(),
         };
         for update in updates {

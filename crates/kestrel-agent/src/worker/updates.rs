@@ -119,8 +119,13 @@ impl UpdateMapper {
     }
 
     /// A record as updates: messages, thoughts, tool calls with their final status and
-    /// output, plans, notices (for clients that show them) and the latest usage.
-    pub(crate) fn replay(&mut self, entries: &[RecordEntry]) -> Vec<acp::SessionUpdate> {
+    /// output, plans, notices (for clients that show them) and the latest usage. The
+    /// record has no usage of its subagents: `child_cost` gives each child's (by id).
+    pub(crate) fn replay(
+        &mut self,
+        entries: &[RecordEntry],
+        child_cost: &dyn Fn(&str) -> f64,
+    ) -> Vec<acp::SessionUpdate> {
         let mut updates = Vec::new();
         let mut calls: HashMap<&str, (&str, &str)> = HashMap::new();
         let mut last_usage = None;
@@ -147,6 +152,9 @@ impl UpdateMapper {
                     let child = (name == Some(crate::subagent::TASK_TOOL))
                         .then(|| crate::subagent::child_in_output(output).map(str::to_string))
                         .flatten();
+                    if let Some(child) = &child {
+                        self.cost += child_cost(child);
+                    }
                     updates
                         .push(with_child(tool_result(id, output.clone(), *is_error, &[]), child));
                     if let Some((name, arguments)) = calls.get(id.as_str())
@@ -371,8 +379,10 @@ mod tests {
             }),
         ];
         let mut mapper = UpdateMapper::new("/w".into(), false);
-        let kinds: Vec<Value> =
-            values(mapper.replay(&entries)).iter().map(|u| u["sessionUpdate"].clone()).collect();
+        let kinds: Vec<Value> = values(mapper.replay(&entries, &|_| 0.0))
+            .iter()
+            .map(|u| u["sessionUpdate"].clone())
+            .collect();
         assert_eq!(
             kinds,
             [
