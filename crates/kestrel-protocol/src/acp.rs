@@ -40,6 +40,13 @@ pub mod kestrel {
     pub const WORKER_RESTARTED: &str = "_kestrel/worker/restarted";
     /// Client → worker (through the daemon): compact the session's conversation now.
     pub const SESSION_COMPACT: &str = "_kestrel/session/compact";
+    /// Client → worker (through the daemon): put back the files of the last turns.
+    pub const SESSION_UNDO: &str = "_kestrel/session/undo";
+    /// Error code of [`SESSION_UNDO`] when files changed since refuse it (nothing is
+    /// changed); `data` is an [`UndoRefusal`].
+    pub const UNDO_REFUSED: i64 = -32010;
+    /// Error code of [`SESSION_UNDO`] when there is nothing to undo.
+    pub const NOTHING_TO_UNDO: i64 = -32011;
     /// The key under `_meta.kestrel` of a `task` tool call's updates that names the
     /// child session running it.
     pub const CHILD_SESSION_META: &str = "childSessionId";
@@ -112,6 +119,68 @@ pub mod kestrel {
         pub reason: Option<String>,
         pub tokens_before: u64,
         pub tokens_after: u64,
+    }
+
+    /// Params of [`SESSION_UNDO`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct UndoSessionRequest {
+        pub session_id: SessionId,
+        /// How many of the latest turns that changed files (default 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub turns: Option<u64>,
+        /// Overwrite files changed since (what they hold is saved first).
+        #[serde(default)]
+        pub force: bool,
+        /// Only say what would be done.
+        #[serde(default)]
+        pub dry_run: bool,
+    }
+
+    /// Result of [`SESSION_UNDO`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct UndoSessionResponse {
+        /// The turns undone (1-based, oldest first).
+        pub turns: Vec<u64>,
+        /// Each file put back (or, dry, that would be).
+        pub files: Vec<UndoneFile>,
+        /// Files changed since the turn that `force` overwrote.
+        pub overwritten: Vec<PathBuf>,
+        /// Files undo could not put back, and why.
+        pub skipped: Vec<RefusedFile>,
+        pub dry_run: bool,
+    }
+
+    /// One file an undo put back.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UndoneFile {
+        pub path: PathBuf,
+        pub action: UndoAction,
+    }
+
+    /// What undo did to a file.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum UndoAction {
+        /// Its old content (or symlink) is back.
+        Restored,
+        /// It did not exist before the turn: removed.
+        Removed,
+    }
+
+    /// A file undo refused or could not put back.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RefusedFile {
+        pub path: PathBuf,
+        pub reason: String,
+    }
+
+    /// `data` of an [`UNDO_REFUSED`] error: every file that refused it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UndoRefusal {
+        pub turns: Vec<u64>,
+        pub files: Vec<RefusedFile>,
     }
 
     /// Params of the [`WORKER_RESTARTED`] notification.

@@ -297,7 +297,8 @@ async fn shell_changes_in_a_repository_are_seen_without_touching_its_index_or_st
         .map(|c| c.path.strip_prefix(&root).unwrap().display().to_string())
         .collect();
     paths.sort();
-    assert_eq!(paths, ["crlf.txt", "new.txt", "tracked.txt", "untracked.txt"]);
+    // Ignored files are covered too (a small ignored directory is snapshotted whole).
+    assert_eq!(paths, ["crlf.txt", "ignored/i.txt", "new.txt", "tracked.txt", "untracked.txt"]);
     fx.undo(1, false).unwrap();
     assert_eq!(std::fs::read(root.join("crlf.txt")).unwrap(), b"a\r\nb\r\n", "byte for byte");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
@@ -326,14 +327,15 @@ async fn shell_changes_outside_a_repository_use_a_private_one() {
 }
 
 #[tokio::test]
-async fn read_only_commands_and_read_only_mode_capture_nothing() {
+async fn read_only_mode_captures_nothing_and_other_modes_snapshot_every_command() {
     let mut fx = Fixture::new();
+    // Judged read-only, snapshotted all the same: a misjudged command must not lose work.
     let capture = fx
         .checkpointer
         .before_call("shell", &json!({"command": "ls && git status"}).to_string(), &fx.context)
         .await
         .unwrap();
-    assert!(matches!(capture, Capture::Nothing));
+    assert!(matches!(capture, Capture::Snapshot(_)));
     let context = ToolContext { mode: Mode::ReadOnly, ..fx.context.clone() };
     let capture = fx
         .checkpointer

@@ -18,14 +18,19 @@
 //! (documented in docs/permissions.md).
 
 mod blobs;
+mod objects;
 mod recorder;
 mod snapshot;
 mod state;
 mod undo;
+mod walk;
+mod wire;
 
 pub use recorder::{Capture, Checkpointer};
+pub use snapshot::Snapshot;
 pub use state::FileState;
 pub use undo::{Conflict, UndoError, UndoOptions, UndoReport, undo};
+pub use wire::undo_options;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

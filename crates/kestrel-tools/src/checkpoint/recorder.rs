@@ -2,25 +2,26 @@
 //! what it may change before and turn the difference into a `checkpoint` item after.
 
 use super::blobs::BlobStore;
-use super::snapshot::{Snapshotter, TreeEntry};
+use super::snapshot::{Prior, Snapshot, Snapshotter, blob_ids};
 use super::state::{self, FileState};
 use super::{CHECKPOINT_VERSION, CheckpointError, CheckpointFiles, PathChange, session_dir};
 use crate::ToolContext;
-use crate::permission::{analyze, written_paths};
+use crate::permission::written_paths;
 use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem};
 use kestrel_store::KestrelHome;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// What was captured before a call.
 #[derive(Debug)]
 pub enum Capture {
-    /// The call cannot change files (a known read-only command, read-only mode).
+    /// The call cannot change files (read-only mode, a file tool that will refuse).
     Nothing,
     /// The paths a file tool will write, with their saved states.
     Files(Vec<(PathBuf, FileState)>),
-    /// A snapshot of the workspace (tree id).
-    Snapshot(String),
+    /// A snapshot of the workspace.
+    Snapshot(Snapshot),
     /// No snapshot could be taken: the call's changes will not be undoable.
     Uncovered(String),
 }
@@ -89,16 +90,8 @@ impl Checkpointer {
             // Arguments the tool will refuse: nothing will change.
             return Ok(Capture::Nothing);
         }
-        if tool == "shell" {
-            let command = arguments.get("command").and_then(Value::as_str).unwrap_or_default();
-            let dir = match arguments.get("workdir").and_then(Value::as_str) {
-                Some(dir) => context.cwd.join(dir),
-                None => context.cwd.clone(),
-            };
-            if analyze(command, &dir).is_read_only() {
-                return Ok(Capture::Nothing);
-            }
-        }
+        // Every shell command gets a snapshot, even one judged read-only: a misjudged
+        // command must not lose work, and a snapshot of an unchanged tree is a walk.
         Ok(match self.snapshot(&context.workspace).await {
             Ok(tree) => Capture::Snapshot(tree),
             Err(reason) => Capture::Uncovered(reason),
@@ -160,12 +153,12 @@ impl Checkpointer {
         }
     }
 
-    async fn snapshot(&mut self, workspace: &Path) -> Result<String, String> {
+    async fn snapshot(&mut self, workspace: &Path) -> Result<Snapshot, String> {
         if self.snapshotter.is_none() {
             self.snapshotter = Some(Snapshotter::open(workspace, &self.dir, &self.home).await);
         }
-        match &self.snapshotter {
-            Some(Ok(snapshotter)) => snapshotter.tree().await,
+        match &mut self.snapshotter {
+            Some(Ok(snapshotter)) => snapshotter.take().await,
             Some(Err(reason)) => Err(reason.clone()),
             None => Err("no snapshot".into()),
         }
@@ -173,35 +166,54 @@ impl Checkpointer {
 
     /// Compares the workspace now with snapshot `before`, saving the old content of
     /// every file that changed.
-    async fn snapshot_changes(&mut self, before: &str) -> Result<Vec<PathChange>, String> {
-        let Some(Ok(snapshotter)) = &self.snapshotter else {
+    async fn snapshot_changes(&mut self, before: &Snapshot) -> Result<Vec<PathChange>, String> {
+        let Some(Ok(snapshotter)) = &mut self.snapshotter else {
             return Err("no snapshot".into());
         };
-        let after = snapshotter.tree().await?;
-        let mut changes = Vec::new();
-        for change in snapshotter.changes(before, &after).await? {
+        let after = snapshotter.take().await?;
+        let changes = snapshotter.changes(before, &after);
+        // Copy the old content out of the snapshot store, all in one read.
+        let mut saved: HashMap<String, Result<String, String>> = HashMap::new();
+        let blobs = self.blobs.clone();
+        snapshotter
+            .read_blobs(&blob_ids(&changes), |id, content| {
+                let sha256 = content.and_then(|content| {
+                    blobs.put(&content).map_err(|error| format!("cannot save it: {error}"))
+                });
+                saved.insert(id.to_string(), sha256);
+                Ok(())
+            })
+            .await?;
+        let mut found = Vec::new();
+        for change in changes {
             let before = match change.before {
-                None => FileState::Absent,
-                Some(TreeEntry { mode, blob }) => {
-                    let content = snapshotter.blob(&blob).await?;
-                    if mode == 0o120000 {
-                        FileState::Symlink { target: bytes_to_path(&content) }
-                    } else {
-                        let sha256 = self.blobs.put(&content).map_err(|error| {
-                            format!("cannot save {}: {error}", change.path.display())
-                        })?;
-                        FileState::File {
-                            sha256,
-                            mode: if mode & 0o111 != 0 { 0o755 } else { 0o644 },
-                        }
-                    }
-                }
+                Prior::Absent => FileState::Absent,
+                Prior::Link { target } => FileState::Symlink { target },
+                Prior::Unkept { reason } => FileState::Unsaved { reason },
+                Prior::Blob { id, executable } => match saved.get(&id) {
+                    Some(Ok(sha256)) => FileState::File {
+                        sha256: sha256.clone(),
+                        mode: if executable { 0o755 } else { 0o644 },
+                    },
+                    Some(Err(reason)) => FileState::Unsaved { reason: reason.clone() },
+                    None => FileState::Unsaved { reason: "missing from the snapshot".into() },
+                },
             };
-            let after = state::capture(&change.path, None).unwrap_or_else(|error| {
-                FileState::Unsaved { reason: format!("unreadable: {error}") }
-            });
-            changes.push(PathChange { path: change.path, before, after });
+            found.push((change.path, before));
         }
+        let changes = tokio::task::spawn_blocking(move || {
+            found
+                .into_iter()
+                .map(|(path, before)| {
+                    let after = state::capture(&path, None).unwrap_or_else(|error| {
+                        FileState::Unsaved { reason: format!("unreadable: {error}") }
+                    });
+                    PathChange { path, before, after }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|error| error.to_string())?;
         Ok(changes)
     }
 }
@@ -210,15 +222,4 @@ fn notice(message: String) -> RecordItem {
     RecordItem::Notice {
         notice: Notice { kind: NoticeKind::Error, message, model: None, mode: None },
     }
-}
-
-#[cfg(unix)]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
-}
-
-#[cfg(not(unix))]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
 }

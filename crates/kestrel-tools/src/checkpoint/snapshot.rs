@@ -1,59 +1,90 @@
-//! Workspace snapshots as git trees, for calls that may change any file (`shell`, MCP
-//! tools). Inside a repository the trees go into the repository's own object store
-//! through a private index file (`GIT_INDEX_FILE`), so the user's index, stash list and
-//! working tree are never touched; outside one, into a private repository under the
-//! session's checkpoint directory. Content is stored byte for byte: no line-ending
-//! conversion, no clean filters (`GIT_ATTR_SOURCE` points at the empty tree).
-//! Ignored files are not part of a snapshot.
+//! Workspace snapshots for calls that may change any file (`shell`, MCP tools): every
+//! file's blob id (content kept in the private object store of [`super::objects`]),
+//! every symlink's target, and what was left out and why. Comparing two snapshots gives
+//! the files a call changed. A snapshot reuses the last one's ids for files whose stat
+//! data has not changed, so only new or changed files are read: a second snapshot of a
+//! large repository costs a walk, not a read of every file.
 
-use std::ffi::OsStr;
+use super::objects::ObjectStore;
+use super::walk::{self, Found, Stamp};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-use tokio::process::Command;
+use std::sync::Arc;
 
-/// Git's empty tree: an attribute source with no attributes at all.
-const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-/// Outside a repository, more files than this are not snapshotted.
-const MAX_SHADOW_FILES: usize = 50_000;
-/// Outside a repository, larger files are left out of the snapshot.
-const MAX_SHADOW_FILE_BYTES: u64 = 64 * 1024 * 1024;
-/// No git command may hold a call up longer than this.
-const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Files larger than this are snapshotted only when git holds their content already
+/// (tracked and unchanged): copying them is not worth a call's time and space.
+pub(crate) const MAX_COPIED_BYTES: u64 = 16 * 1024 * 1024;
+/// Files larger than this are not even read.
+pub(crate) const MAX_HASHED_BYTES: u64 = 256 * 1024 * 1024;
+/// At most this much new content is copied into the store by one snapshot.
+pub(crate) const MAX_COPIED_PER_SNAPSHOT: u64 = 1024 * 1024 * 1024;
+/// A file modified this close to the last snapshot may have changed again within the
+/// same timestamp: its stat data is not trusted.
+const RACY_NS: i128 = 2_000_000_000;
 
-/// One file that differs between two snapshots.
+/// A snapshot of a workspace, taken before a call (see [`super::Capture`]).
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    inner: Arc<Entries>,
+}
+
+#[derive(Debug)]
+struct Entries {
+    entries: BTreeMap<PathBuf, Entry>,
+    /// When the walk started (ns since the epoch).
+    started_ns: i128,
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    Blob {
+        id: String,
+        stamp: Stamp,
+    },
+    Link {
+        target: PathBuf,
+    },
+    /// Seen, its content not kept: a file (with its stamp) or a directory.
+    Unkept {
+        stamp: Option<Stamp>,
+        reason: String,
+    },
+}
+
+/// What a changed path held in the earlier snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Prior {
+    Absent,
+    Blob { id: String, executable: bool },
+    Link { target: PathBuf },
+    Unkept { reason: String },
+}
+
+/// One path that differs between two snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TreeChange {
     /// Absolute.
     pub path: PathBuf,
-    /// Its entry in the first snapshot; `None` when it did not exist.
-    pub before: Option<TreeEntry>,
-}
-
-/// A file in a snapshot: git's mode (`100644`, `100755`, `120000`) and blob id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TreeEntry {
-    pub mode: u32,
-    pub blob: String,
+    pub before: Prior,
 }
 
 /// Takes and compares snapshots of one workspace.
 #[derive(Debug)]
 pub(crate) struct Snapshotter {
-    git_dir: PathBuf,
-    work_tree: PathBuf,
+    store: ObjectStore,
     workspace: PathBuf,
-    index: PathBuf,
-    /// Pathspecs left out (the checkpoint directory itself, huge files).
-    excludes: Vec<String>,
-    /// A private repository (the workspace is not in one).
-    shadow: bool,
+    /// Left out of every walk: Kestrel's own directory when it is inside the workspace.
+    excluded: Option<PathBuf>,
+    /// The workspace repository's object directory.
+    user_objects: Option<PathBuf>,
+    /// The last snapshot: its ids are reused for files whose stamp did not change.
+    last: Option<Snapshot>,
 }
 
 impl Snapshotter {
-    /// Finds the repository of `workspace`, or makes a private one in `session_dir`.
+    /// Opens the private object store in `session_dir` for `workspace`.
     ///
-    /// Fails when git is missing or the private repository cannot be created.
+    /// Fails when git is missing or the store cannot be created.
     pub(crate) async fn open(
         workspace: &Path,
         session_dir: &Path,
@@ -62,201 +93,252 @@ impl Snapshotter {
         let workspace = workspace
             .canonicalize()
             .map_err(|error| format!("{}: {error}", workspace.display()))?;
-        let index = session_dir.join("index");
         super::blobs::create_private_dir(session_dir)
             .map_err(|error| format!("{}: {error}", session_dir.display()))?;
-        let probe =
-            run(clean_git(&workspace).args(["rev-parse", "--absolute-git-dir", "--show-toplevel"]))
-                .await;
-        let (git_dir, work_tree, shadow) = match probe {
-            Ok(output) => {
-                let text = String::from_utf8_lossy(&output);
-                let mut lines = text.lines();
-                match (lines.next(), lines.next()) {
-                    (Some(git_dir), Some(top)) => {
-                        (PathBuf::from(git_dir), PathBuf::from(top), false)
-                    }
-                    _ => return Err(format!("unexpected `git rev-parse` output: {text}")),
-                }
-            }
-            Err(_) => {
-                let git_dir = session_dir.join("shadow.git");
-                if !git_dir.join("HEAD").is_file() {
-                    run(clean_git(&workspace)
-                        .arg("init")
-                        .arg("--quiet")
-                        .arg("--bare")
-                        .arg(&git_dir))
-                    .await?;
-                }
-                (git_dir, workspace.clone(), true)
-            }
-        };
-        let mut excludes = Vec::new();
-        if let Ok(home) = home.canonicalize()
-            && let Ok(inside) = home.strip_prefix(&workspace)
-        {
-            excludes.push(format!(":(exclude,literal){}", inside.display()));
-        }
-        Ok(Self { git_dir, work_tree, workspace, index, excludes, shadow })
+        let (store, user_objects) =
+            ObjectStore::open(&session_dir.join("snapshots.git"), &workspace).await?;
+        let excluded = home.canonicalize().ok().filter(|home| home.starts_with(&workspace));
+        Ok(Self { store, workspace, excluded, user_objects, last: None })
     }
 
-    /// A snapshot of the workspace now: its tree id.
+    /// A snapshot of the workspace now.
     ///
-    /// Fails when git fails, or (outside a repository) the workspace is too big.
-    pub(crate) async fn tree(&self) -> Result<String, String> {
-        let mut excludes = self.excludes.clone();
-        if self.shadow {
-            let workspace = self.workspace.clone();
-            let large = tokio::task::spawn_blocking(move || large_files(&workspace))
+    /// Fails when the workspace is too large or git fails.
+    pub(crate) async fn take(&mut self) -> Result<Snapshot, String> {
+        let started_ns = now_ns();
+        let workspace = self.workspace.clone();
+        let excluded = self.excluded.clone();
+        let walked =
+            tokio::task::spawn_blocking(move || walk::walk(&workspace, excluded.as_deref()))
                 .await
                 .map_err(|error| error.to_string())??;
-            excludes.extend(large.into_iter().map(|path| format!(":(exclude,literal){path}")));
+        let mut alternates: Vec<PathBuf> = self.user_objects.iter().cloned().collect();
+        for dir in walked.object_dirs {
+            if !alternates.contains(&dir) {
+                alternates.push(dir);
+            }
         }
-        let mut add = self.git();
-        add.args(["add", "--all", "--ignore-errors", "--", "."]).args(&excludes);
-        // Unreadable files are skipped (and make `add` fail); the tree is still usable.
-        let _ = run(&mut add).await;
-        let tree = run(self.git().arg("write-tree")).await?;
-        Ok(String::from_utf8_lossy(&tree).trim().to_string())
-    }
+        self.store.set_alternates(&alternates)?;
 
-    /// The files that differ between snapshots `before` and `after`.
-    pub(crate) async fn changes(
-        &self,
-        before: &str,
-        after: &str,
-    ) -> Result<Vec<TreeChange>, String> {
-        if before == after {
-            return Ok(Vec::new());
+        let mut entries = BTreeMap::new();
+        let mut to_hash = Vec::new();
+        let last = self.last.as_ref().map(|last| last.inner.clone());
+        for found in walked.found {
+            match found {
+                Found::File { path, stamp } => {
+                    let reused = last.as_ref().and_then(|last| match last.entries.get(&path) {
+                        Some(Entry::Blob { id, stamp: known })
+                            if *known == stamp && stamp.mtime_ns < last.started_ns - RACY_NS =>
+                        {
+                            Some(id.clone())
+                        }
+                        _ => None,
+                    });
+                    match reused {
+                        Some(id) => {
+                            entries.insert(path, Entry::Blob { id, stamp });
+                        }
+                        None if stamp.size > MAX_HASHED_BYTES => {
+                            let reason = format!(
+                                "a file over {} MiB, not snapshotted",
+                                MAX_HASHED_BYTES >> 20
+                            );
+                            entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+                        }
+                        None => to_hash.push((path, stamp)),
+                    }
+                }
+                Found::Symlink { path, target } => {
+                    entries.insert(path, Entry::Link { target });
+                }
+                Found::Unwalked { path, reason } => {
+                    entries.insert(path, Entry::Unkept { stamp: None, reason });
+                }
+                Found::Unkept { path, stamp, reason } => {
+                    entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+                }
+            }
         }
-        let output = run(self.git().args([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            before,
-            after,
-            "--",
-            ".",
-        ]))
-        .await?;
-        let mut fields = output.split(|byte| *byte == 0).filter(|field| !field.is_empty());
-        let mut changes = Vec::new();
-        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
-            // ":100644 100755 <old id> <new id> M"
-            let meta = String::from_utf8_lossy(meta);
-            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-            let [old_mode, new_mode, old_id, _new_id, _status] = parts[..] else {
-                return Err(format!("unexpected `git diff-tree` output: {meta}"));
-            };
-            // Submodules (gitlinks) are another repository's business.
-            if old_mode == "160000" || new_mode == "160000" {
+
+        // Hash what is new or changed, then copy in what no store holds yet.
+        let format = self.store.format;
+        let hashed = tokio::task::spawn_blocking(move || {
+            to_hash
+                .into_iter()
+                .map(|(path, stamp)| {
+                    let id = format.file_blob_id(&path, stamp.size);
+                    (path, stamp, id)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+        let mut new = Vec::new();
+        for (path, stamp, id) in hashed {
+            match id {
+                Ok(Some(id)) => new.push((path, stamp, id)),
+                Ok(None) => {
+                    let reason = "it changed while the snapshot was taken".to_string();
+                    entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+                }
+                // Gone since the walk, or unreadable: not part of the snapshot.
+                Err(_) => {}
+            }
+        }
+        let ids: Vec<String> = new.iter().map(|(_, _, id)| id.clone()).collect();
+        let missing = self.store.missing(&ids).await?;
+        let mut copied = 0u64;
+        let mut batch = Vec::new();
+        let mut single = Vec::new();
+        for (path, stamp, id) in new {
+            if !missing.contains(&id) {
+                entries.insert(path, Entry::Blob { id, stamp });
                 continue;
             }
-            let before = match u32::from_str_radix(old_mode, 8) {
-                Ok(0) => None,
-                Ok(mode) => Some(TreeEntry { mode, blob: old_id.to_string() }),
-                Err(_) => return Err(format!("unexpected mode `{old_mode}` from git")),
-            };
-            let path = self.work_tree.join(bytes_to_path(path));
-            changes.push(TreeChange { path, before });
+            if stamp.size > MAX_COPIED_BYTES {
+                let reason = format!(
+                    "a file over {} MiB that git does not hold, not snapshotted",
+                    MAX_COPIED_BYTES >> 20
+                );
+                entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+            } else if copied + stamp.size > MAX_COPIED_PER_SNAPSHOT {
+                let reason = format!(
+                    "not snapshotted: the snapshot had copied {} MiB already",
+                    MAX_COPIED_PER_SNAPSHOT >> 20
+                );
+                entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+            } else {
+                copied += stamp.size;
+                if path.as_os_str().as_encoded_bytes().contains(&b'\n') {
+                    single.push((path, stamp));
+                } else {
+                    batch.push((path, stamp));
+                }
+            }
         }
-        Ok(changes)
-    }
-
-    /// The content of a blob of a snapshot.
-    pub(crate) async fn blob(&self, id: &str) -> Result<Vec<u8>, String> {
-        run(self.git().args(["cat-file", "blob", id])).await
-    }
-
-    fn git(&self) -> Command {
-        let mut command = clean_git(&self.workspace);
-        command
-            .args(["-c", "core.autocrlf=false", "-c", "core.safecrlf=false"])
-            .args(["-c", "core.fsmonitor=false", "-c", "core.attributesFile=/dev/null"])
-            .args(["-c", "gc.auto=0", "-c", "advice.addEmbeddedRepo=false"])
-            .env("GIT_DIR", &self.git_dir)
-            .env("GIT_WORK_TREE", &self.work_tree)
-            .env("GIT_INDEX_FILE", &self.index)
-            .env("GIT_ATTR_SOURCE", EMPTY_TREE);
-        command
-    }
-}
-
-/// `git` in `dir` with no `GIT_*` variable of ours leaking in.
-fn clean_git(dir: &Path) -> Command {
-    let mut command = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GIT_") {
-            command.env_remove(key);
+        let paths: Vec<PathBuf> = batch.iter().map(|(path, _)| path.clone()).collect();
+        let written = self.store.write_files(&paths).await?;
+        for ((path, stamp), id) in batch.into_iter().zip(written) {
+            entries.insert(path, Entry::Blob { id, stamp });
         }
+        for (path, stamp) in single {
+            let id = self.store.write_file(&path).await?;
+            entries.insert(path, Entry::Blob { id, stamp });
+        }
+        let snapshot = Snapshot { inner: Arc::new(Entries { entries, started_ns }) };
+        self.last = Some(snapshot.clone());
+        Ok(snapshot)
     }
-    // A sandboxed command can write .git/hooks: a snapshot, run unsandboxed, must not
-    // run them.
-    command.args(["-c", "core.hooksPath=/dev/null"]);
-    command
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
 
-/// Runs a git command; its stdout, or its stderr as the error.
-async fn run(command: &mut Command) -> Result<Vec<u8>, String> {
-    let output = tokio::time::timeout(GIT_TIMEOUT, command.output())
-        .await
-        .map_err(|_| "git took too long".to_string())?
-        .map_err(|error| format!("cannot run git: {error}"))?;
-    if output.status.success() {
-        Ok(output.stdout)
-    } else {
-        Err(format!("git failed: {}", String::from_utf8_lossy(&output.stderr).trim()))
+    /// The paths that differ between snapshots `before` and `after`.
+    pub(crate) fn changes(&self, before: &Snapshot, after: &Snapshot) -> Vec<TreeChange> {
+        changes(&before.inner.entries, &after.inner.entries)
+    }
+
+    /// Reads the blobs `ids`, calling `take` with each id and its checked content.
+    pub(crate) async fn read_blobs(
+        &self,
+        ids: &[String],
+        take: impl FnMut(&str, Result<Vec<u8>, String>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.store.read_blobs(ids, take).await
     }
 }
 
-/// Files over the size cap, relative to `workspace` (ignored files and `.git` left out,
-/// as git would). Fails when there are too many files to snapshot at all.
-fn large_files(workspace: &Path) -> Result<Vec<String>, String> {
-    let mut walker = ignore::WalkBuilder::new(workspace);
-    walker
-        .hidden(false)
-        .require_git(false)
-        .git_global(false)
-        .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != OsStr::new(".git"));
-    let mut count = 0;
-    let mut large = Vec::new();
-    for entry in walker.build().flatten() {
-        if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+fn changes(before: &BTreeMap<PathBuf, Entry>, after: &BTreeMap<PathBuf, Entry>) -> Vec<TreeChange> {
+    let unwalked = |entries: &BTreeMap<PathBuf, Entry>| -> Vec<PathBuf> {
+        entries
+            .iter()
+            .filter(|(_, entry)| matches!(entry, Entry::Unkept { stamp: None, .. }))
+            .map(|(path, _)| path.clone())
+            .collect()
+    };
+    let (unwalked_before, unwalked_after) = (unwalked(before), unwalked(after));
+    let under =
+        |path: &Path, dirs: &[PathBuf]| dirs.iter().any(|dir| path != dir && path.starts_with(dir));
+    let mut paths: Vec<&PathBuf> = before.keys().chain(after.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    let mut changes = Vec::new();
+    for path in paths {
+        let (old, new) = (before.get(path), after.get(path));
+        if under(path, &unwalked_before) {
+            // Inside a directory the first snapshot did not walk: unknown before.
             continue;
         }
-        count += 1;
-        if count > MAX_SHADOW_FILES {
-            return Err(format!(
-                "the workspace has more than {MAX_SHADOW_FILES} files and is not a git repository: \
-                 too many to snapshot"
-            ));
+        if under(path, &unwalked_after) {
+            // The directory grew too large to walk: compare this file directly.
+            if let Some(old) = old
+                && !still_there(path, old)
+            {
+                changes.push(TreeChange { path: path.clone(), before: prior(old) });
+            }
+            continue;
         }
-        if entry.metadata().is_ok_and(|metadata| metadata.len() > MAX_SHADOW_FILE_BYTES)
-            && let Ok(relative) = entry.path().strip_prefix(workspace)
-        {
-            large.push(relative.display().to_string());
+        let changed = match (old, new) {
+            (None, None) => false,
+            // A large ignored directory that appeared: its files are not listed.
+            (None, Some(Entry::Unkept { stamp: None, .. })) => false,
+            (None, Some(_)) => true,
+            (Some(Entry::Unkept { stamp: None, .. }), _) => {
+                std::fs::symlink_metadata(path).map_or(true, |metadata| !metadata.is_dir())
+            }
+            (Some(_), None) => true,
+            (Some(old), Some(new)) => !same(old, new),
+        };
+        if changed {
+            let before = old.map_or(Prior::Absent, prior);
+            changes.push(TreeChange { path: path.clone(), before });
         }
     }
-    Ok(large)
+    changes
 }
 
-#[cfg(unix)]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(OsStr::from_bytes(bytes))
+fn same(old: &Entry, new: &Entry) -> bool {
+    match (old, new) {
+        (Entry::Blob { id: a, stamp: sa }, Entry::Blob { id: b, stamp: sb }) => {
+            a == b && sa.executable == sb.executable
+        }
+        (Entry::Link { target: a }, Entry::Link { target: b }) => a == b,
+        (Entry::Unkept { stamp: Some(a), .. }, Entry::Blob { stamp: b, .. })
+        | (Entry::Unkept { stamp: Some(a), .. }, Entry::Unkept { stamp: Some(b), .. }) => a == b,
+        (Entry::Unkept { stamp: None, .. }, Entry::Unkept { stamp: None, .. }) => true,
+        (Entry::Blob { .. } | Entry::Link { .. } | Entry::Unkept { .. }, _) => false,
+    }
 }
 
-#[cfg(not(unix))]
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+/// Whether the file `entry` describes is still there, unchanged (by its stamp).
+fn still_there(path: &Path, entry: &Entry) -> bool {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return false };
+    match entry {
+        Entry::Blob { stamp, .. } => metadata.is_file() && Stamp::of(&metadata) == *stamp,
+        Entry::Link { target } => std::fs::read_link(path).is_ok_and(|now| now == *target),
+        Entry::Unkept { stamp: Some(stamp), .. } => Stamp::of(&metadata) == *stamp,
+        Entry::Unkept { stamp: None, .. } => metadata.is_dir(),
+    }
+}
+
+fn prior(entry: &Entry) -> Prior {
+    match entry {
+        Entry::Blob { id, stamp } => Prior::Blob { id: id.clone(), executable: stamp.executable },
+        Entry::Link { target } => Prior::Link { target: target.clone() },
+        Entry::Unkept { reason, .. } => Prior::Unkept { reason: reason.clone() },
+    }
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as i128)
+}
+
+/// Blob ids of the changes whose old content must be copied out, deduplicated.
+pub(crate) fn blob_ids(changes: &[TreeChange]) -> Vec<String> {
+    let mut seen = HashMap::new();
+    for change in changes {
+        if let Prior::Blob { id, .. } = &change.before {
+            seen.entry(id.clone()).or_insert(());
+        }
+    }
+    seen.into_keys().collect()
 }

@@ -1,0 +1,246 @@
+//! The walk a snapshot starts from: every file and symlink of the workspace, with the
+//! stat data that tells a later walk whether it changed. Files `.gitignore` hides are
+//! walked too, within a budget (a `.env` or a small `build/` matters to the user as much
+//! as tracked code); an ignored directory too large for it (`target/`, `node_modules/`)
+//! is listed as one entry whose content is not kept. `.git` directories are never
+//! entered; the object directories of repositories found inside are reported, so their
+//! content can be reused rather than copied.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// More files than this (not counting ignored ones) and no snapshot is taken.
+pub(crate) const MAX_FILES: usize = 200_000;
+/// An ignored directory holding more files than this is not snapshotted.
+pub(crate) const MAX_IGNORED_DIR_FILES: usize = 1_000;
+/// Ignored files snapshotted in all.
+pub(crate) const MAX_IGNORED_FILES: usize = 10_000;
+
+/// What a file's metadata says, enough to tell it has not changed since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub inode: u64,
+    pub executable: bool,
+}
+
+impl Stamp {
+    pub(crate) fn of(metadata: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Self {
+                size: metadata.size(),
+                mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000
+                    + i128::from(metadata.mtime_nsec()),
+                ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000
+                    + i128::from(metadata.ctime_nsec()),
+                inode: metadata.ino(),
+                executable: metadata.mode() & 0o111 != 0,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let mtime_ns = metadata
+                .modified()
+                .ok()
+                .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |elapsed| elapsed.as_nanos() as i128);
+            Self { size: metadata.len(), mtime_ns, ctime_ns: 0, inode: 0, executable: false }
+        }
+    }
+}
+
+/// One thing the walk found.
+#[derive(Debug, Clone)]
+pub(crate) enum Found {
+    File {
+        path: PathBuf,
+        stamp: Stamp,
+    },
+    Symlink {
+        path: PathBuf,
+        target: PathBuf,
+    },
+    /// A directory whose files are not snapshotted, and why.
+    Unwalked {
+        path: PathBuf,
+        reason: String,
+    },
+    /// A file left out (the ignored files' budget is spent), and why.
+    Unkept {
+        path: PathBuf,
+        stamp: Stamp,
+        reason: String,
+    },
+}
+
+/// The result of a walk.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    pub found: Vec<Found>,
+    /// Object directories of repositories inside the workspace.
+    pub object_dirs: Vec<PathBuf>,
+}
+
+/// Walks `workspace`, leaving out `excluded` (our own directory, when inside it).
+///
+/// Fails when the workspace holds more than [`MAX_FILES`] files that are not ignored.
+pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, String> {
+    let excluded_owned = excluded.map(Path::to_path_buf);
+    let mut builder = ignore::WalkBuilder::new(workspace);
+    builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |entry| {
+        entry.file_name() != OsStr::new(".git") && excluded_owned.as_deref() != Some(entry.path())
+    });
+    let mut walk = Walk::default();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut dirs = Vec::new();
+    let mut files = 0usize;
+    for entry in builder.build().flatten() {
+        let Some(kind) = entry.file_type() else { continue };
+        let path = entry.path().to_path_buf();
+        if kind.is_dir() {
+            if let Some(objects) = object_dir(&path.join(".git")) {
+                walk.object_dirs.push(objects);
+            }
+            dirs.push(path.clone());
+            seen.insert(path);
+            continue;
+        }
+        seen.insert(path.clone());
+        if kind.is_symlink() {
+            if let Ok(target) = std::fs::read_link(&path) {
+                walk.found.push(Found::Symlink { path, target });
+            }
+        } else if kind.is_file() {
+            files += 1;
+            if files > MAX_FILES {
+                return Err(format!(
+                    "the workspace has more than {MAX_FILES} files: too many to snapshot"
+                ));
+            }
+            if let Ok(metadata) = entry.metadata() {
+                walk.found.push(Found::File { path, stamp: Stamp::of(&metadata) });
+            }
+        }
+    }
+    // What the walk left out under each directory it entered is ignored.
+    let mut budget = MAX_IGNORED_FILES;
+    for dir in dirs {
+        let Ok(children) = std::fs::read_dir(&dir) else { continue };
+        let mut ignored: Vec<PathBuf> = children
+            .flatten()
+            .map(|child| child.path())
+            .filter(|path| {
+                !seen.contains(path)
+                    && path.file_name() != Some(OsStr::new(".git"))
+                    && excluded != Some(path.as_path())
+            })
+            .collect();
+        ignored.sort();
+        for path in ignored {
+            ignored_entry(path, &mut budget, &mut walk);
+        }
+    }
+    Ok(walk)
+}
+
+/// Adds an ignored file, or an ignored directory's files when they fit the budget.
+fn ignored_entry(path: PathBuf, budget: &mut usize, walk: &mut Walk) {
+    let Ok(metadata) = std::fs::symlink_metadata(&path) else { return };
+    let kind = metadata.file_type();
+    if kind.is_symlink() {
+        if let Ok(target) = std::fs::read_link(&path) {
+            walk.found.push(Found::Symlink { path, target });
+        }
+    } else if kind.is_file() {
+        let stamp = Stamp::of(&metadata);
+        if *budget == 0 {
+            let reason = budget_spent();
+            walk.found.push(Found::Unkept { path, stamp, reason });
+        } else {
+            *budget -= 1;
+            walk.found.push(Found::File { path, stamp });
+        }
+    } else if kind.is_dir() {
+        let limit = MAX_IGNORED_DIR_FILES.min(*budget);
+        match small_dir(&path, limit) {
+            Some(found) => {
+                *budget -= found.iter().filter(|found| matches!(found, Found::File { .. })).count();
+                walk.found.extend(found);
+            }
+            None => {
+                let reason = if limit < MAX_IGNORED_DIR_FILES {
+                    budget_spent()
+                } else {
+                    format!(
+                        "an ignored directory of more than {MAX_IGNORED_DIR_FILES} files, not \
+                         snapshotted"
+                    )
+                };
+                walk.found.push(Found::Unwalked { path, reason });
+            }
+        }
+    }
+}
+
+fn budget_spent() -> String {
+    format!("ignored, and the snapshot already holds {MAX_IGNORED_FILES} ignored files")
+}
+
+/// The files and symlinks under `dir` (not entering `.git`), or `None` when there are
+/// more than `limit` files.
+fn small_dir(dir: &Path, limit: usize) -> Option<Vec<Found>> {
+    let mut found = Vec::new();
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(children) = std::fs::read_dir(&dir) else { continue };
+        for child in children.flatten() {
+            let path = child.path();
+            let Ok(kind) = child.file_type() else { continue };
+            if kind.is_dir() {
+                if child.file_name() != OsStr::new(".git") {
+                    stack.push(path);
+                }
+            } else if kind.is_symlink() {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    found.push(Found::Symlink { path, target });
+                }
+            } else if kind.is_file() {
+                files += 1;
+                if files > limit {
+                    return None;
+                }
+                if let Ok(metadata) = std::fs::symlink_metadata(&path) {
+                    found.push(Found::File { path, stamp: Stamp::of(&metadata) });
+                }
+            }
+        }
+    }
+    Some(found)
+}
+
+/// The object directory of the repository whose `.git` is `dot_git` (a directory, or a
+/// file naming one as worktrees and submodules have), if there is one.
+pub(crate) fn object_dir(dot_git: &Path) -> Option<PathBuf> {
+    let metadata = std::fs::symlink_metadata(dot_git).ok()?;
+    let git_dir = if metadata.is_dir() {
+        dot_git.to_path_buf()
+    } else if metadata.is_file() {
+        let text = std::fs::read_to_string(dot_git).ok()?;
+        let named = text.strip_prefix("gitdir:")?.trim();
+        dot_git.parent()?.join(named)
+    } else {
+        return None;
+    };
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(text) => git_dir.join(text.trim()),
+        Err(_) => git_dir,
+    };
+    let objects = common.join("objects");
+    objects.is_dir().then(|| objects.canonicalize().unwrap_or(objects))
+}

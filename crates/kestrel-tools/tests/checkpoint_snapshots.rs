@@ -1,0 +1,339 @@
+//! Snapshots of the workspace around shell calls, through the public API: they run no
+//! code of the repository (filters), write nothing into the user's `.git`, cover ignored
+//! files and nested repositories, and say plainly what they could not keep.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use kestrel_protocol::{
+    Mode, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
+};
+use kestrel_store::{KestrelHome, SessionRecord};
+use kestrel_tools::checkpoint::{
+    Capture, CheckpointFiles, Checkpointer, FileState, UndoError, UndoOptions, UndoReport, undo,
+};
+use kestrel_tools::{ToolContext, builtin_tools};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+struct Fixture {
+    home_dir: tempfile::TempDir,
+    _work: tempfile::TempDir,
+    home: KestrelHome,
+    record: SessionRecord,
+    checkpointer: Checkpointer,
+    context: ToolContext,
+    calls: u32,
+}
+
+impl Fixture {
+    fn new(mode: Mode) -> Self {
+        let home_dir = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(home_dir.path());
+        let header = RecordHeader {
+            id: SessionId::new(),
+            version: RECORD_VERSION,
+            created_at: Timestamp::now(),
+            cwd: work.path().display().to_string(),
+            provider: "p".into(),
+            model: "m".into(),
+            parent_id: None,
+            forked_from: None,
+        };
+        let record = SessionRecord::create(&home, header).unwrap();
+        let checkpointer = Checkpointer::new(&home, record.id().as_str());
+        let root = work.path().canonicalize().unwrap();
+        let context = common::context(&root, mode);
+        Self { home_dir, _work: work, home, record, checkpointer, context, calls: 0 }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.context.cwd.clone()
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root().join(relative)
+    }
+
+    fn write(&self, relative: &str, bytes: impl AsRef<[u8]>) {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn read(&self, relative: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(relative)).ok()
+    }
+
+    fn turn(&mut self) {
+        self.record.append(&RecordEntry::now(RecordItem::TurnStarted {})).unwrap();
+    }
+
+    /// Runs one shell command as the session does: capture, call, record.
+    async fn shell(&mut self, command: &str) -> Option<CheckpointFiles> {
+        self.calls += 1;
+        let arguments = json!({ "command": command }).to_string();
+        let capture = tokio::time::timeout(
+            Duration::from_secs(120),
+            self.checkpointer.before_call("shell", &arguments, &self.context),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(matches!(capture, Capture::Snapshot(_)), "{capture:?}");
+        let output = tokio::time::timeout(
+            Duration::from_secs(60),
+            builtin_tools().call("shell", &arguments, &self.context),
+        )
+        .await
+        .unwrap();
+        assert!(!output.is_error, "{command}: {}", output.content);
+        let item = tokio::time::timeout(
+            Duration::from_secs(120),
+            self.checkpointer.after_call(capture, &format!("call_{}", self.calls)),
+        )
+        .await
+        .unwrap()?;
+        self.record.append(&RecordEntry::now(item.clone())).unwrap();
+        match item {
+            RecordItem::Checkpoint { files } => Some(serde_json::from_value(files).unwrap()),
+            other => panic!("expected a checkpoint, got {other:?}"),
+        }
+    }
+
+    fn undo(&mut self, force: bool) -> Result<UndoReport, UndoError> {
+        undo(&self.home, &mut self.record, &UndoOptions { turns: 1, force, dry_run: false })
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn repository(fx: &Fixture) {
+    git(&fx.root(), &["init", "-q"]);
+    fx.write("tracked.txt", "tracked\n");
+    git(&fx.root(), &["add", "."]);
+    git(&fx.root(), &["commit", "-q", "-m", "init"]);
+}
+
+fn relative(fx: &Fixture, files: &CheckpointFiles) -> Vec<String> {
+    let mut paths: Vec<String> = files
+        .changes
+        .iter()
+        .map(|change| change.path.strip_prefix(fx.root()).unwrap().display().to_string())
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Every file under `dir`, recursively.
+fn count_files(dir: &Path) -> usize {
+    let mut count = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(children) = std::fs::read_dir(&dir) else { continue };
+        for child in children.flatten() {
+            if child.file_type().unwrap().is_dir() {
+                stack.push(child.path());
+            } else {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+#[tokio::test]
+async fn snapshots_and_undo_run_no_filter_the_repository_configures() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    let marker = fx.home_dir.path().join("filter-ran");
+    let script = fx.home_dir.path().join("filter.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch '{}'\ncat\n", marker.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let root = fx.root();
+    for kind in ["clean", "smudge", "process"] {
+        git(&root, &["config", &format!("filter.evil.{kind}"), &script.display().to_string()]);
+    }
+    git(&root, &["config", "diff.evil.textconv", &script.display().to_string()]);
+    std::fs::write(root.join(".git/info/attributes"), "* filter=evil diff=evil\n").unwrap();
+    fx.write(".gitattributes", "* filter=evil diff=evil\n");
+    fx.write("untracked.txt", "untracked\n");
+
+    fx.turn();
+    let files = fx
+        .shell("echo changed >> tracked.txt && rm untracked.txt && echo new > new.txt")
+        .await
+        .unwrap();
+    assert_eq!(relative(&fx, &files), ["new.txt", "tracked.txt", "untracked.txt"]);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
+    assert_eq!(fx.read("untracked.txt").unwrap(), "untracked\n");
+    assert!(fx.read("new.txt").is_none());
+    assert!(!marker.exists(), "a snapshot or undo ran the repository's filter");
+}
+
+#[tokio::test]
+async fn snapshots_write_nothing_into_the_users_git_directory() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    for index in 0..20 {
+        fx.write(&format!("untracked/{index}.txt"), format!("untracked {index}\n"));
+    }
+    let objects = fx.root().join(".git/objects");
+    let before = count_files(&objects);
+    let index = std::fs::read(fx.root().join(".git/index")).unwrap();
+    fx.turn();
+    let files = fx.shell("rm -r untracked && echo more >> tracked.txt").await.unwrap();
+    assert_eq!(files.changes.len(), 21);
+    assert_eq!(count_files(&objects), before, "objects were written into the user's .git");
+    assert_eq!(std::fs::read(fx.root().join(".git/index")).unwrap(), index);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("untracked/7.txt").unwrap(), "untracked 7\n");
+    assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
+    // The snapshot's own objects live under the session's checkpoint directory.
+    let private = fx
+        .home_dir
+        .path()
+        .join("checkpoints")
+        .join(fx.record.id().as_str())
+        .join("snapshots.git/objects");
+    assert!(count_files(&private) > 0);
+}
+
+#[tokio::test]
+async fn a_large_untracked_file_is_not_snapshotted_and_undo_says_it_cannot_restore_it() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    fx.write("big.bin", vec![7u8; 17 * 1024 * 1024]);
+    let objects = fx.root().join(".git/objects");
+    let before = count_files(&objects);
+    fx.turn();
+    let files = fx.shell("rm big.bin && echo more >> tracked.txt").await.unwrap();
+    assert_eq!(count_files(&objects), before);
+    let big = files.changes.iter().find(|change| change.path == fx.path("big.bin")).unwrap();
+    let FileState::Unsaved { reason } = &big.before else { panic!("{big:?}") };
+    assert!(reason.contains("not snapshotted"), "{reason}");
+
+    let error = fx.undo(false).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("big.bin") && message.contains("not snapshotted"), "{message}");
+    assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\nmore\n", "nothing was undone");
+    let report = fx.undo(true).unwrap();
+    assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
+    assert!(report.skipped.iter().any(|skipped| skipped.path == fx.path("big.bin")), "{report:?}");
+    assert!(!fx.path("big.bin").exists());
+}
+
+#[tokio::test]
+async fn ignored_files_deleted_by_a_command_are_restored_or_reported() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    fx.write(".gitignore", "build/\n.env\nnode_modules/\n");
+    fx.write(".env", "SECRET=1\n");
+    fx.write("build/out/a.o", "object\n");
+    for index in 0..1_001 {
+        fx.write(&format!("node_modules/pkg/{index}.js"), "x");
+    }
+    fx.turn();
+    let files = fx.shell("rm -rf build .env node_modules && echo x >> tracked.txt").await.unwrap();
+    assert_eq!(relative(&fx, &files), [".env", "build/out/a.o", "node_modules", "tracked.txt"]);
+
+    let error = fx.undo(false).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("node_modules") && message.contains("more than 1000 files"),
+        "{message}"
+    );
+    let report = fx.undo(true).unwrap();
+    assert_eq!(fx.read(".env").unwrap(), "SECRET=1\n");
+    assert_eq!(fx.read("build/out/a.o").unwrap(), "object\n");
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert_eq!(report.skipped[0].path, fx.path("node_modules"));
+}
+
+#[tokio::test]
+async fn files_of_nested_repositories_are_covered_in_and_outside_a_repository() {
+    for outer_is_repository in [false, true] {
+        let mut fx = Fixture::new(Mode::Auto);
+        if outer_is_repository {
+            repository(&fx);
+        }
+        let inner = fx.path("vendor/lib");
+        std::fs::create_dir_all(&inner).unwrap();
+        git(&inner, &["init", "-q"]);
+        fx.write("vendor/lib/code.rs", "fn lib() {}\n");
+        git(&inner, &["add", "."]);
+        git(&inner, &["commit", "-q", "-m", "lib"]);
+        fx.write("vendor/lib/scratch.txt", "untracked in the inner repository\n");
+        let inner_objects = count_files(&inner.join(".git/objects"));
+
+        fx.turn();
+        let files = fx
+            .shell("rm vendor/lib/code.rs vendor/lib/scratch.txt && echo n > vendor/lib/new.rs")
+            .await
+            .unwrap();
+        assert_eq!(
+            relative(&fx, &files),
+            ["vendor/lib/code.rs", "vendor/lib/new.rs", "vendor/lib/scratch.txt"]
+        );
+        assert_eq!(count_files(&inner.join(".git/objects")), inner_objects);
+        fx.undo(false).unwrap();
+        assert_eq!(fx.read("vendor/lib/code.rs").unwrap(), "fn lib() {}\n");
+        assert_eq!(
+            fx.read("vendor/lib/scratch.txt").unwrap(),
+            "untracked in the inner repository\n"
+        );
+        assert!(fx.read("vendor/lib/new.rs").is_none());
+    }
+}
+
+#[tokio::test]
+async fn commands_judged_read_only_get_a_snapshot_in_auto_and_yolo() {
+    for mode in [Mode::Auto, Mode::Yolo] {
+        let mut fx = Fixture::new(mode);
+        fx.write("kept.txt", "kept\n");
+        let capture = fx
+            .checkpointer
+            .before_call("shell", &json!({"command": "ls"}).to_string(), &fx.context)
+            .await
+            .unwrap();
+        assert!(matches!(capture, Capture::Snapshot(_)), "{mode:?}: {capture:?}");
+        // A command that changes files all the same is undoable.
+        fx.turn();
+        fx.shell("cat kept.txt > /dev/null; rm kept.txt").await.unwrap();
+        fx.undo(false).unwrap();
+        assert_eq!(fx.read("kept.txt").unwrap(), "kept\n");
+    }
+}
+
+#[tokio::test]
+async fn a_second_snapshot_reuses_what_it_knows_and_still_sees_every_change() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    for index in 0..50 {
+        fx.write(&format!("src/{index}.rs"), format!("// {index}\n"));
+    }
+    fx.turn();
+    assert!(fx.shell("true").await.is_none(), "nothing changed");
+    let files = fx.shell("echo changed > src/3.rs && chmod +x src/4.rs").await.unwrap();
+    assert_eq!(relative(&fx, &files), ["src/3.rs", "src/4.rs"]);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("src/3.rs").unwrap(), "// 3\n");
+    let mode = std::fs::metadata(fx.path("src/4.rs")).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111, 0);
+}
