@@ -206,7 +206,11 @@ pub fn choose_model(
     let resolved = resolve_model(config, home, model_ref, options)?;
     let catalog =
         kestrel_model::CatalogStore::new(home, kestrel_model::CatalogSettings::from_config(config));
-    let profile = catalog.session_profile(&resolved.provider, &resolved.model_id);
+    let mut profile = catalog.session_profile(&resolved.provider, &resolved.model_id);
+    // `[providers.NAME] context_window`: what the server really runs with wins.
+    if let Some(tokens) = config.provider(&resolved.provider.name).and_then(|p| p.context_window) {
+        profile.context_window = tokens;
+    }
     let client = ModelClient::new(resolved.provider, resolved.client_options)?;
     Ok(ModelChoice {
         model_ref: model_ref.to_string(),

@@ -24,6 +24,10 @@ pub struct ModelsArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
+    /// Ask the providers' own `/models` lists even when catalog fetching is off
+    /// (`catalog_url = "off"`), e.g. a local server on an air-gapped machine.
+    #[arg(long)]
+    ask_providers: bool,
 }
 
 /// One line of the listing.
@@ -32,6 +36,9 @@ struct Row {
     model: String,
     name: Option<String>,
     profile: ModelProfile,
+    /// The config's `context_window`, the catalog's, or what the provider reports;
+    /// `None` when only the default is known.
+    context_window: Option<u64>,
     in_catalog: bool,
     listed_by_provider: bool,
 }
@@ -68,10 +75,13 @@ pub fn run(args: ModelsArgs) -> ExitCode {
         .iter()
         .filter_map(|name| config.provider(name).map(|settings| provider_config(name, &settings)))
         .collect();
+    // `off` means no network for the catalog, the providers' lists included, unless asked.
+    let ask_providers = settings.url.is_some() || args.ask_providers;
     let (loaded, listed) = runtime.block_on(async {
         // The providers' lists are fetched while the catalog is.
         let lists: Vec<_> = providers
             .iter()
+            .filter(|_| ask_providers)
             .map(|provider| {
                 let (provider, settings) = (provider.clone(), settings.clone());
                 tokio::spawn(async move { provider_list(&provider, &settings).await })
@@ -85,10 +95,17 @@ pub fn run(args: ModelsArgs) -> ExitCode {
         (loaded, listed)
     });
     eprintln!("kestrel: model catalog: {}", loaded.source);
+    if !ask_providers {
+        eprintln!(
+            "kestrel: the providers' own model lists were not asked for (catalog fetching is \
+             off; --ask-providers asks them)"
+        );
+    }
     for warning in &loaded.warnings {
         eprintln!("kestrel: warning: {warning}");
     }
     let mut rows = Vec::new();
+    let listed = listed.into_iter().chain(std::iter::repeat_with(|| None));
     for (provider, listed) in providers.iter().zip(listed) {
         let listed = match listed {
             Some(Ok(models)) => models,
@@ -101,7 +118,8 @@ pub fn run(args: ModelsArgs) -> ExitCode {
             }
             None => Vec::new(),
         };
-        rows.extend(provider_rows(&loaded, provider, listed));
+        let context_override = config.provider(&provider.name).and_then(|p| p.context_window);
+        rows.extend(provider_rows(&loaded, provider, context_override, listed));
     }
     let out = if args.json { json_lines(&rows) } else { table(&rows) };
     print!("{out}");
@@ -154,30 +172,41 @@ async fn provider_list(
 fn provider_rows(
     loaded: &LoadedCatalog,
     provider: &ProviderConfig,
+    context_override: Option<u64>,
     listed: Vec<ListedModel>,
 ) -> Vec<Row> {
-    let mut by_id: BTreeMap<String, (Option<String>, bool, bool)> = BTreeMap::new();
+    // name, in the catalog, listed by the provider, the context length it reports
+    let mut by_id: BTreeMap<String, (Option<String>, bool, bool, Option<u64>)> = BTreeMap::new();
     if let Some(entry) = loaded.catalog.provider(&provider.name) {
         for model in entry.models.values() {
-            by_id.insert(model.id.clone(), (model.name.clone(), true, false));
+            by_id.insert(model.id.clone(), (model.name.clone(), true, false, None));
         }
     }
     for model in listed {
-        let slot = by_id.entry(model.id).or_insert((None, false, false));
+        let slot = by_id.entry(model.id).or_insert((None, false, false, None));
         slot.2 = true;
+        slot.3 = model.context_window;
         if slot.0.is_none() {
             slot.0 = model.name;
         }
     }
     by_id
         .into_iter()
-        .map(|(model, (name, in_catalog, listed_by_provider))| Row {
-            provider: provider.name.clone(),
-            profile: loaded.catalog.profile(provider, &model),
-            model,
-            name,
-            in_catalog,
-            listed_by_provider,
+        .map(|(model, (name, in_catalog, listed_by_provider, reported))| {
+            let profile = loaded.catalog.profile(provider, &model);
+            let known = !matches!(profile.origin, kestrel_model::ProfileOrigin::Unknown);
+            // The config's figure over everything; the server's own over a default.
+            let context_window =
+                context_override.or(known.then_some(profile.context_window)).or(reported);
+            Row {
+                provider: provider.name.clone(),
+                profile,
+                context_window,
+                model,
+                name,
+                in_catalog,
+                listed_by_provider,
+            }
         })
         .collect()
 }
@@ -192,8 +221,7 @@ fn table(rows: &[Row]) -> String {
         "MODEL", "CONTEXT", "OUTPUT", "INPUT $/M", "CACHED $/M", "OUTPUT $/M"
     );
     for row in rows {
-        let known = !matches!(row.profile.origin, kestrel_model::ProfileOrigin::Unknown);
-        let context = if known { tokens(Some(row.profile.context_window)) } else { "-".into() };
+        let context = tokens(row.context_window);
         let pricing = row.profile.pricing.as_ref();
         let _ = writeln!(
             out,
@@ -212,7 +240,6 @@ fn table(rows: &[Row]) -> String {
 fn json_lines(rows: &[Row]) -> String {
     let mut out = String::new();
     for row in rows {
-        let known = !matches!(row.profile.origin, kestrel_model::ProfileOrigin::Unknown);
         let pricing = row.profile.pricing.as_ref().map(|pricing| {
             serde_json::json!({
                 "input": pricing.input,
@@ -225,7 +252,7 @@ fn json_lines(rows: &[Row]) -> String {
             "provider": row.provider,
             "model": row.model,
             "name": row.name,
-            "context_window": known.then_some(row.profile.context_window),
+            "context_window": row.context_window,
             "max_output_tokens": row.profile.max_output_tokens,
             "pricing": pricing,
             "in_catalog": row.in_catalog,

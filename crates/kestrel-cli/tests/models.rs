@@ -122,8 +122,47 @@ fn with_fetching_off_the_cache_or_snapshot_is_listed_without_the_network() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stderr(&output);
     assert!(text.contains("snapshot") && text.contains("turned off"), "{text}");
-    // The provider's own list is still asked for (Anthropic's shape, with the key).
+    // `off` is no network at all: not even the provider's own list.
+    assert!(text.contains("--ask-providers"), "{text}");
+    assert!(env.requests().is_empty(), "{:?}", env.requests());
+    assert!(!stdout(&output).contains("scripted/scripted-model"));
+
+    // Asked for, the provider's own list is fetched (Anthropic's shape, with the key).
+    let output = models(&env, "off", &["scripted", "--ask-providers"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("--ask-providers"), "{}", stderr(&output));
     let request = env.requests().into_iter().find(|request| request.method == "GET").unwrap();
     assert_eq!(request.path, "/v1/models?limit=1000");
     assert!(stdout(&output).contains("scripted/scripted-model"));
+}
+
+#[test]
+fn context_lengths_come_from_the_config_then_the_catalog_then_the_providers_list() {
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    let server = CatalogServer::start(
+        r#"{"object": "list", "data": [
+            {"id": "qwen-loaded", "loaded_context_length": 4096, "max_context_length": 131072},
+            {"id": "vllm-model", "max_model_len": 16384},
+            {"id": "bare-model", "object": "model"}]}"#,
+    );
+    let base = server.url.trim_end_matches("/api.json").to_string();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let local = format!("\n[providers.lm]\nbase_url = \"{base}/v1\"\n");
+    env.write_config(&format!("{config}{local}"));
+    let output = models(&env, "off", &["lm", "--json", "--ask-providers"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rows = json_lines(&output);
+    assert_eq!(row(&rows, "qwen-loaded")["context_window"], 4096);
+    assert_eq!(row(&rows, "vllm-model")["context_window"], 16384);
+    assert_eq!(row(&rows, "bare-model")["context_window"], Value::Null);
+
+    env.write_config(&format!("{config}{local}context_window = 2048\n"));
+    let rows = json_lines(&models(&env, "off", &["lm", "--json", "--ask-providers"]));
+    assert!(rows.iter().all(|row| row["context_window"] == 2048), "{rows:?}");
+
+    // A context_window that is not a number is a config error naming it.
+    env.write_config(&format!("{config}{local}context_window = \"big\"\n"));
+    let output = models(&env, "off", &["lm"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("context_window"), "{}", stderr(&output));
 }

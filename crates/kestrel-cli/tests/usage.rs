@@ -155,3 +155,25 @@ async fn the_worker_reports_the_catalog_context_window_and_the_session_cost() {
     close(&recorded[1]["cost"], cost(3_000, 2_000, 10));
     worker.close().await;
 }
+
+#[tokio::test]
+async fn an_unknown_model_on_this_machine_gets_a_small_window_unless_config_sets_one() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([Step::text("one").with_usage(used(100, 0, 10, 0)), Step::text("two")]),
+    );
+    // No catalog knows `scripted/test-model`, and the scripted server is on 127.0.0.1.
+    let mut worker = Worker::spawn(&env);
+    let id = worker.start_session(&env.work_path()).await;
+    let turn = worker.prompt(&id, "one", &[]).await;
+    assert_eq!(turn.of_kind("usage_update").pop().unwrap()["size"], 32_768);
+    worker.close().await;
+
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&config.replace("request_max_retries = 2\n", "context_window = 8192\n"));
+    let mut worker = Worker::spawn(&env);
+    let id = worker.start_session(&env.work_path()).await;
+    let turn = worker.prompt(&id, "two", &[]).await;
+    assert_eq!(turn.of_kind("usage_update").pop().unwrap()["size"], 8192);
+    worker.close().await;
+}

@@ -347,6 +347,7 @@ impl AnthropicDecoder {
             cached_input_tokens: self.cache_read_tokens,
             output_tokens: self.output_tokens,
             reasoning_tokens: 0,
+            cache_write_tokens: self.cache_creation_tokens,
         }
     }
 

@@ -260,7 +260,8 @@ fn streams_thinking_text_and_a_tool_call() {
                 input_tokens: 2125,
                 cached_input_tokens: 2000,
                 output_tokens: 89,
-                reasoning_tokens: 0
+                reasoning_tokens: 0,
+                cache_write_tokens: 100
             }),
             StreamEvent::Completed { finish_reason: FinishReason::ToolCalls },
         ]

@@ -332,6 +332,7 @@ fn usage_from(usage: &Value) -> TokenUsage {
             .unwrap_or(0),
         output_tokens: number(&["completion_tokens"]).unwrap_or(0),
         reasoning_tokens: number(&["completion_tokens_details", "reasoning_tokens"]).unwrap_or(0),
+        cache_write_tokens: number(&["prompt_tokens_details", "cache_write_tokens"]).unwrap_or(0),
     }
 }
 

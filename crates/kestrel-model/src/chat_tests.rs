@@ -148,6 +148,7 @@ fn streams_text_then_usage_then_completed() {
                 cached_input_tokens: 1024,
                 output_tokens: 60,
                 reasoning_tokens: 20,
+                cache_write_tokens: 0,
             }),
             StreamEvent::Completed { finish_reason: FinishReason::Stop },
         ]
@@ -209,7 +210,8 @@ fn streams_tool_calls_with_arguments_in_pieces() {
                 input_tokens: 10,
                 cached_input_tokens: 0,
                 output_tokens: 5,
-                reasoning_tokens: 0
+                reasoning_tokens: 0,
+                cache_write_tokens: 0
             }),
             StreamEvent::Completed { finish_reason: FinishReason::ToolCalls },
         ]
@@ -331,7 +333,8 @@ fn deepseek_cache_hits_count_as_cached_input() {
             input_tokens: 100,
             cached_input_tokens: 80,
             output_tokens: 3,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cache_write_tokens: 0
         })
     );
 }

@@ -16,9 +16,10 @@ mod tls;
 mod types;
 
 pub use catalog::{
-    BACKGROUND_FETCH_TIMEOUT, Catalog, CatalogError, CatalogMatch, CatalogModel, CatalogProvider,
-    CatalogSettings, CatalogSource, CatalogStore, DEFAULT_CATALOG_TTL, DEFAULT_CONTEXT_WINDOW,
-    FOREGROUND_FETCH_TIMEOUT, ListedModel, LoadedCatalog, ModelProfile, PriceTier, Pricing,
+    BACKGROUND_FETCH_TIMEOUT, CACHE_WRITE_FACTOR, Catalog, CatalogError, CatalogMatch,
+    CatalogModel, CatalogProvider, CatalogSettings, CatalogSource, CatalogStore,
+    DEFAULT_CATALOG_TTL, DEFAULT_CONTEXT_WINDOW, FOREGROUND_FETCH_TIMEOUT,
+    LOCAL_DEFAULT_CONTEXT_WINDOW, ListedModel, LoadedCatalog, ModelProfile, PriceTier, Pricing,
     ProfileOrigin, is_local_url, list_provider_models,
 };
 pub use client::ModelClient;

@@ -321,6 +321,7 @@ fn usage_from(usage: &Value) -> TokenUsage {
         cached_input_tokens: number("/input_tokens_details/cached_tokens"),
         output_tokens: number("/output_tokens"),
         reasoning_tokens: number("/output_tokens_details/reasoning_tokens"),
+        cache_write_tokens: 0,
     }
 }
 

@@ -271,7 +271,8 @@ fn streams_reasoning_text_and_a_tool_call() {
                 input_tokens: 328,
                 cached_input_tokens: 128,
                 output_tokens: 52,
-                reasoning_tokens: 32
+                reasoning_tokens: 32,
+                cache_write_tokens: 0
             }),
             StreamEvent::Completed { finish_reason: FinishReason::ToolCalls },
         ]

@@ -127,10 +127,14 @@ pub struct ModelRequest {
 pub struct TokenUsage {
     /// All input tokens, cached ones (reads and writes) included.
     pub input_tokens: u64,
+    /// Input read from the prompt cache.
     pub cached_input_tokens: u64,
     /// All output tokens, reasoning included.
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
+    /// Input written to the prompt cache (Anthropic's `cache_creation_input_tokens`,
+    /// OpenRouter's `cache_write_tokens`): billed above the input price.
+    pub cache_write_tokens: u64,
 }
 
 /// Why the model stopped.

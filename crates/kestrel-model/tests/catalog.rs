@@ -297,9 +297,10 @@ fn a_session_profile_comes_from_the_cache_and_a_background_refresh_updates_it() 
     let provider = scripted_provider("http://127.0.0.1:9/v1", WireApi::Chat);
 
     // No cache yet: the snapshot does not know the model, and nothing waits for the network.
+    // (The provider is on this machine: the local default window.)
     assert_eq!(
         store.load_offline().catalog.profile(&provider, "test-model"),
-        ModelProfile::unknown()
+        ModelProfile::unknown_local()
     );
     let refresh = store.refresh_in_background().expect("a refresh starts");
     assert!(store.refresh_in_background().is_none(), "one refresh at a time per process");
@@ -313,6 +314,7 @@ fn a_session_profile_comes_from_the_cache_and_a_background_refresh_updates_it() 
         cached_input_tokens: 500_000,
         output_tokens: 100_000,
         reasoning_tokens: 40_000,
+        cache_write_tokens: 0,
     };
     let cost = profile.cost(&usage);
     assert!((cost - (0.5 * 2.0 + 0.5 * 0.5 + 0.1 * 8.0)).abs() < 1e-9, "{cost}");

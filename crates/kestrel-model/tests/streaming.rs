@@ -252,7 +252,8 @@ async fn usage_is_mapped_from_every_wire() {
                 input_tokens: 1000,
                 cached_input_tokens: 400,
                 output_tokens: 120,
-                reasoning_tokens
+                reasoning_tokens,
+                cache_write_tokens: 0
             }),
             "{wire:?}"
         );

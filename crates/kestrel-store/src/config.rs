@@ -136,6 +136,9 @@ pub struct ProviderSettings {
     pub request_max_retries: Option<u32>,
     /// A stream silent this long counts as dropped (`None`: the client's default).
     pub stream_idle_timeout_ms: Option<u64>,
+    /// The context window of every model of this provider, over the catalog's (a local
+    /// server started with a smaller context than the model allows).
+    pub context_window: Option<u64>,
 }
 
 /// How to reach an MCP server.
@@ -470,6 +473,7 @@ fn resolve_provider(
         headers: table.headers,
         request_max_retries: table.request_max_retries,
         stream_idle_timeout_ms: table.stream_idle_timeout_ms,
+        context_window: table.context_window.filter(|tokens| *tokens > 0),
     })
 }
 

@@ -23,7 +23,24 @@ pub struct ListedModel {
     pub id: String,
     /// A display name, when the provider gives one (Anthropic's `display_name`).
     pub name: Option<String>,
+    /// The context length the server reports, when it does (see [`CONTEXT_FIELDS`]).
+    pub context_window: Option<u64>,
 }
+
+/// Where servers put a model's context length in their `/models` entries, most specific
+/// first: LM Studio (`loaded_context_length`, `max_context_length`), vLLM
+/// (`max_model_len`), OpenRouter (`context_length`, `top_provider.context_length`),
+/// llama.cpp (`meta.n_ctx`, else the training length `meta.n_ctx_train`).
+const CONTEXT_FIELDS: &[&str] = &[
+    "/loaded_context_length",
+    "/max_model_len",
+    "/context_length",
+    "/context_window",
+    "/top_provider/context_length",
+    "/max_context_length",
+    "/meta/n_ctx",
+    "/meta/n_ctx_train",
+];
 
 /// Fetches and parses the catalog at `url` within `timeout`.
 pub(super) async fn fetch_catalog(
@@ -86,7 +103,11 @@ fn parse_model_list(url: &str, text: &str) -> Result<Vec<ListedModel>, CatalogEr
                 .iter()
                 .find_map(|field| entry.get(*field).and_then(Value::as_str))
                 .map(str::to_owned);
-            Some(ListedModel { id: id.to_owned(), name })
+            let context_window = CONTEXT_FIELDS
+                .iter()
+                .find_map(|pointer| entry.pointer(pointer).and_then(Value::as_u64))
+                .filter(|tokens| *tokens > 0);
+            Some(ListedModel { id: id.to_owned(), name, context_window })
         })
         .collect();
     models.sort_by(|a, b| a.id.cmp(&b.id));
@@ -170,10 +191,29 @@ mod tests {
     fn model_lists_of_openai_and_anthropic_shape_are_read() {
         let openai = r#"{"object":"list","data":[{"id":"gpt-5","object":"model"},{"id":"gpt-5"},{"id":""},{"x":1}]}"#;
         let listed = parse_model_list("u", openai).unwrap();
-        assert_eq!(listed, [ListedModel { id: "gpt-5".into(), name: None }]);
+        assert_eq!(listed, [ListedModel { id: "gpt-5".into(), name: None, context_window: None }]);
         let anthropic = r#"{"data":[{"type":"model","id":"claude-x","display_name":"Claude X"}],"has_more":false}"#;
         let listed = parse_model_list("u", anthropic).unwrap();
         assert_eq!(listed[0].name.as_deref(), Some("Claude X"));
+        let servers = r#"{"data":[
+            {"id":"vllm","max_model_len":32768},
+            {"id":"openrouter","context_length":131072,"top_provider":{"context_length":65536}},
+            {"id":"llama","meta":{"n_ctx_train":8192}},
+            {"id":"lmstudio","max_context_length":131072,"loaded_context_length":4096},
+            {"id":"ollama","object":"model","owned_by":"library"}]}"#;
+        let listed = parse_model_list("u", servers).unwrap();
+        let windows: Vec<(&str, Option<u64>)> =
+            listed.iter().map(|model| (model.id.as_str(), model.context_window)).collect();
+        assert_eq!(
+            windows,
+            [
+                ("llama", Some(8192)),
+                ("lmstudio", Some(4096)),
+                ("ollama", None),
+                ("openrouter", Some(131_072)),
+                ("vllm", Some(32768))
+            ]
+        );
         for bad in ["<html>", "{\"models\": []}", "[]"] {
             let error = parse_model_list("http://x/v1/models", bad).unwrap_err();
             assert!(error.to_string().contains("http://x/v1/models"), "{error}");

@@ -18,7 +18,8 @@ use std::sync::OnceLock;
 
 pub use fetch::{ListedModel, list_provider_models};
 pub use pricing::{
-    DEFAULT_CONTEXT_WINDOW, ModelProfile, PriceTier, Pricing, ProfileOrigin, is_local_url,
+    CACHE_WRITE_FACTOR, DEFAULT_CONTEXT_WINDOW, LOCAL_DEFAULT_CONTEXT_WINDOW, ModelProfile,
+    PriceTier, Pricing, ProfileOrigin, is_local_url,
 };
 pub use store::{
     BACKGROUND_FETCH_TIMEOUT, CatalogSettings, CatalogSource, CatalogStore, DEFAULT_CATALOG_TTL,
@@ -178,12 +179,16 @@ impl Catalog {
     }
 
     /// What a session needs to know about `model_id` on `provider`: its limits and
-    /// prices, or [`ModelProfile::unknown`]. A model found only under another provider
-    /// keeps that provider's prices, except on a server on this machine (loopback), which
-    /// costs nothing.
+    /// prices, or [`ModelProfile::unknown`] ([`ModelProfile::unknown_local`] on a server
+    /// on this machine). A model found only under another provider keeps that provider's
+    /// prices, except on a server on this machine (loopback), which costs nothing.
     pub fn profile(&self, provider: &ProviderConfig, model_id: &str) -> ModelProfile {
         let Some(found) = self.find(&provider.name, model_id) else {
-            return ModelProfile::unknown();
+            return if is_local_url(&provider.base_url) {
+                ModelProfile::unknown_local()
+            } else {
+                ModelProfile::unknown()
+            };
         };
         let profile = ModelProfile::from_match(&found);
         if !found.exact && is_local_url(&provider.base_url) {
@@ -268,6 +273,10 @@ mod tests {
         assert_eq!(local.context_window, 400_000, "limits still apply");
         let unknown = snapshot.profile(&provider("openai", "https://api.openai.com/v1"), "x");
         assert_eq!(unknown, ModelProfile::unknown());
+        let unknown =
+            snapshot.profile(&provider("ollama", "http://127.0.0.1:11434/v1"), "qwen3:8b");
+        assert_eq!(unknown.context_window, LOCAL_DEFAULT_CONTEXT_WINDOW);
+        assert_eq!((unknown.pricing, unknown.origin), (None, ProfileOrigin::Unknown));
     }
 
     #[test]

@@ -10,6 +10,11 @@ use crate::TokenUsage;
 /// compaction start early rather than a request overflow.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 
+/// The context window assumed for a model the catalog does not list served on this
+/// machine: local servers (Ollama, llama.cpp, LM Studio) often run small models with
+/// a small context, and a compaction too late is a failed request.
+pub const LOCAL_DEFAULT_CONTEXT_WINDOW: u64 = 32_768;
+
 /// A model's prices in USD per million tokens.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pricing {
@@ -17,8 +22,8 @@ pub struct Pricing {
     pub output: f64,
     /// Input read from the provider's prompt cache; the input price when `None`.
     pub cache_read: Option<f64>,
-    /// Input written to the prompt cache (Anthropic). Kept for listings: token usage does
-    /// not tell cache writes apart, so they are charged at the input price.
+    /// Input written to the prompt cache (Anthropic); [`CACHE_WRITE_FACTOR`] × `input`
+    /// when `None`.
     pub cache_write: Option<f64>,
     /// Higher prices for long prompts, sorted by threshold.
     pub tiers: Vec<PriceTier>,
@@ -36,22 +41,28 @@ pub struct PriceTier {
     pub cache_write: Option<f64>,
 }
 
+/// What a cache write costs, as a multiple of the input price, when the catalog gives no
+/// `cache_write` price: Anthropic's 5-minute cache writes (the kind Kestrel asks for).
+pub const CACHE_WRITE_FACTOR: f64 = 1.25;
+
 impl Pricing {
-    /// What a request with these token counts cost, in USD:
-    /// `(input - cached) × input + cached × cache_read + output × output`, per million,
-    /// at the rates of the highest tier the request's input reached. Reasoning tokens
-    /// are part of `output_tokens` and billed as output.
+    /// What a request with these token counts cost, in USD, per million:
+    /// `(input - cached - written) × input + cached × cache_read + written × cache_write
+    /// + output × output`, at the rates of the highest tier the request's input reached.
+    /// Reasoning tokens are part of `output_tokens` and billed as output.
     pub fn cost(&self, usage: &TokenUsage) -> f64 {
-        let (input, output, cache_read) =
+        let (input, output, cache_read, cache_write) =
             match self.tiers.iter().rev().find(|tier| usage.input_tokens >= tier.from_input_tokens)
             {
-                Some(tier) => (tier.input, tier.output, tier.cache_read),
-                None => (self.input, self.output, self.cache_read),
+                Some(tier) => (tier.input, tier.output, tier.cache_read, tier.cache_write),
+                None => (self.input, self.output, self.cache_read, self.cache_write),
             };
         let cached = usage.cached_input_tokens.min(usage.input_tokens);
-        let uncached = usage.input_tokens - cached;
+        let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
+        let uncached = usage.input_tokens - cached - written;
         let cost = uncached as f64 * input
             + cached as f64 * cache_read.unwrap_or(input)
+            + written as f64 * cache_write.unwrap_or(input * CACHE_WRITE_FACTOR)
             + usage.output_tokens as f64 * output;
         cost / 1_000_000.0
     }
@@ -105,6 +116,12 @@ impl ModelProfile {
         }
     }
 
+    /// A model the catalog does not know on a server on this machine: the smaller local
+    /// default window, no price.
+    pub fn unknown_local() -> Self {
+        Self { context_window: LOCAL_DEFAULT_CONTEXT_WINDOW, ..Self::unknown() }
+    }
+
     /// The same limits at no cost (a model served on this machine).
     pub fn without_prices(self) -> Self {
         Self { pricing: None, ..self }
@@ -132,12 +149,40 @@ pub fn is_local_url(url: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn cache_writes_cost_the_cache_write_price_or_a_quarter_more_than_input() {
+        let mut pricing = Pricing {
+            input: 3.0,
+            output: 15.0,
+            cache_read: Some(0.3),
+            cache_write: Some(3.75),
+            tiers: Vec::new(),
+        };
+        // Anthropic: 25 plain + 2000 read + 100 written input tokens, 10 output.
+        let usage = TokenUsage {
+            input_tokens: 2_125,
+            cached_input_tokens: 2_000,
+            output_tokens: 10,
+            reasoning_tokens: 0,
+            cache_write_tokens: 100,
+        };
+        let expected = (25.0 * 3.0 + 2_000.0 * 0.3 + 100.0 * 3.75 + 10.0 * 15.0) / 1e6;
+        assert!(close(pricing.cost(&usage), expected), "{}", pricing.cost(&usage));
+        pricing.cache_write = None;
+        let expected = (25.0 * 3.0 + 2_000.0 * 0.3 + 100.0 * 3.0 * 1.25 + 10.0 * 15.0) / 1e6;
+        assert!(close(pricing.cost(&usage), expected), "{}", pricing.cost(&usage));
+        // Counts that do not add up never make a negative count.
+        let odd = TokenUsage { input_tokens: 50, cache_write_tokens: 100, ..usage };
+        assert!(pricing.cost(&odd) >= 0.0);
+    }
+
     fn usage(input: u64, cached: u64, output: u64, reasoning: u64) -> TokenUsage {
         TokenUsage {
             input_tokens: input,
             cached_input_tokens: cached,
             output_tokens: output,
             reasoning_tokens: reasoning,
+            cache_write_tokens: 0,
         }
     }
 

@@ -41,6 +41,7 @@ pub(super) struct ProviderTable {
     pub headers: BTreeMap<String, String>,
     pub request_max_retries: Option<u32>,
     pub stream_idle_timeout_ms: Option<u64>,
+    pub context_window: Option<u64>,
 }
 
 /// `[mcp_servers.NAME]`: either a local server (`command`) or a remote one (`url`).
