@@ -1,7 +1,9 @@
-//! Process trees: a command started as the leader of its own process group, so that
-//! everything it spawns (pipelines, background jobs, grandchildren) can be signalled
-//! and killed as one. Invariant: a `ProcessGroup` dropped before its leader was waited
-//! for takes its whole group down with it, so an abandoned call leaks no processes.
+//! Process trees: a command started as the leader of its own session and process
+//! group, so that everything it spawns (pipelines, background jobs, grandchildren) can
+//! be signalled and killed as one, and none of it has a controlling terminal (it cannot
+//! open `/dev/tty` or push keystrokes into the user's terminal with TIOCSTI). Invariant:
+//! a `ProcessGroup` dropped before its leader was waited for takes its whole group down
+//! with it, so an abandoned call leaks no processes.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -114,11 +116,15 @@ pub struct ProcessGroup {
     exited: Option<ExitStatus>,
 }
 
-/// Spawns `command` as the leader of a new process group (Unix: `setpgid(0, 0)` in the
-/// child). Fails when the program cannot be started, with the OS error.
+/// Spawns `command` as the leader of a new session and process group (Unix: `setsid()`
+/// in the child, unless the command's own setup made it a session leader already, as a
+/// sandboxed command's does). Fails when the program cannot be started, with the OS error.
 pub fn spawn_group(command: &mut Command) -> io::Result<ProcessGroup> {
     #[cfg(unix)]
-    command.process_group(0);
+    // SAFETY: the hook makes three system calls and touches no memory.
+    unsafe {
+        command.pre_exec(imp::lead_new_session);
+    }
     let child = command.spawn()?;
     let Some(id) = child.id() else {
         return Err(io::Error::other("the spawned process has no id"));
@@ -252,6 +258,21 @@ mod imp {
             Some(libc::ESRCH) => Ok(false),
             _ => Err(error),
         }
+    }
+
+    /// In the child: `setsid()`, unless it leads a session already.
+    pub fn lead_new_session() -> io::Result<()> {
+        // SAFETY: getpid, getsid and setsid take integers and touch no memory.
+        unsafe {
+            let pid = libc::getpid();
+            if libc::getsid(0) == pid {
+                return Ok(());
+            }
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
     }
 
     pub fn shell_command(script: &str) -> Command {

@@ -1,12 +1,25 @@
-//! The bubblewrap backend: `bwrap` mounts `/` read-only in a new mount namespace, binds
-//! the writable roots over it read-write, gives the command a minimal `/dev`, and
-//! (network off) a new network namespace. No `--new-session`: the command must stay in
-//! the caller's process group so that a timeout or cancel can kill all of it.
+//! The bubblewrap backend: `bwrap` mounts `/` read-only in a new mount namespace, gives
+//! the command a minimal `/dev`, its own `/proc` in a new PID namespace (no
+//! `/proc/<pid>/root` of a host process to write through), empty tmpfs over the
+//! directories that hold other programs' sockets, binds the writable roots over all
+//! that read-write and the protected paths read-only over them (later mounts cover
+//! earlier ones: the order of the arguments is the order of the mounts), drops every
+//! capability, and (network off) makes a new network namespace. Before `bwrap` execs,
+//! the child starts a new session and installs the seccomp filter, which `bwrap` and
+//! the command inherit. No `--new-session`: the command already has no terminal, and
+//! staying in `bwrap`'s process group lets a timeout send it SIGTERM before SIGKILL.
 
 use super::SandboxPolicy;
+use super::capabilities;
+use super::seccomp::SocketFilter;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::process::Command;
+
+/// Directories of sockets and runtime state of other programs (the Docker and D-Bus
+/// sockets live there), hidden behind an empty tmpfs.
+const RUNTIME_DIRS: [&str; 2] = ["/run", "/var/run"];
 
 /// `bwrap` on `PATH`.
 pub(super) fn find() -> Option<PathBuf> {
@@ -19,16 +32,20 @@ pub(super) fn find() -> Option<PathBuf> {
     })
 }
 
-/// Runs `bwrap ... -- sh -c :` to see that it can set a sandbox up here.
+/// Runs `bwrap ... -- sh -c :` with the arguments and the child setup of a real command,
+/// to see that it can set a sandbox up here.
 ///
 /// Fails with bwrap's own message (e.g. no permission to create namespaces).
 pub(super) fn probe(program: &Path, isolate_network: bool) -> Result<(), String> {
+    let policy =
+        SandboxPolicy { writable: Vec::new(), protected: Vec::new(), network: !isolate_network };
     let mut command = std::process::Command::new(program);
-    command.args(["--ro-bind", "/", "/", "--dev", "/dev"]);
-    if isolate_network {
-        command.arg("--unshare-net");
+    command.args(arguments(&policy)).args(["--", "sh", "-c", ":"]);
+    let filter = SocketFilter::new();
+    // SAFETY: the hook only makes system calls on the filter prepared before the fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || child_setup(&filter));
     }
-    command.args(["--", "sh", "-c", ":"]);
     let output = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -43,22 +60,63 @@ pub(super) fn probe(program: &Path, isolate_network: bool) -> Result<(), String>
     }
 }
 
-/// `bwrap ... -- bash -lc SCRIPT`.
-pub(super) fn command(program: &Path, script: &str, policy: &SandboxPolicy) -> Command {
-    let mut command = Command::new(program);
-    command.args(["--ro-bind", "/", "/", "--dev", "/dev"]);
+/// In the child, before `bwrap` execs: a new session, no new privileges, the filter.
+/// Capabilities stay: `bwrap` running as root needs them to set up, and drops them for
+/// the command itself (`--cap-drop ALL`).
+fn child_setup(filter: &SocketFilter) -> io::Result<()> {
+    // SAFETY: system calls only, in the forked child (see each function's contract).
+    unsafe {
+        super::new_session()?;
+        capabilities::no_new_privileges()?;
+        filter.install()
+    }
+}
+
+/// bwrap's options for `policy`, in mount order.
+fn arguments(policy: &SandboxPolicy) -> Vec<std::ffi::OsString> {
+    let mut arguments: Vec<std::ffi::OsString> = Vec::new();
+    let mut push =
+        |parts: &[&std::ffi::OsStr]| arguments.extend(parts.iter().map(|part| part.to_os_string()));
+    push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+    push(&["--dev".as_ref(), "/dev".as_ref()]);
+    push(&["--unshare-pid".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
+    let mut hidden: Vec<PathBuf> = RUNTIME_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|dir| !dir.is_empty()) {
+        hidden.push(PathBuf::from(dir));
+    }
+    for dir in hidden {
+        // A symlink (/var/run -> /run) is covered through its target.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
+            push(&["--tmpfs".as_ref(), dir.as_os_str()]);
+        }
+    }
     for path in &policy.writable {
         // `--dev` already made the standard devices; binding them again is not needed.
         if path.starts_with("/dev") && !path.starts_with("/dev/shm") {
             continue;
         }
         if path.exists() {
-            command.arg("--bind").arg(path).arg(path);
+            push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
-    if !policy.network {
-        command.arg("--unshare-net");
+    for path in policy.protected_paths() {
+        push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
-    command.args(["--die-with-parent", "--", "bash", "-lc", script]);
-    command
+    if !policy.network {
+        push(&["--unshare-net".as_ref()]);
+    }
+    push(&["--cap-drop".as_ref(), "ALL".as_ref(), "--die-with-parent".as_ref()]);
+    arguments
+}
+
+/// `bwrap ... -- bash -lc SCRIPT`.
+pub(super) fn command(program: &Path, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
+    let mut command = Command::new(program);
+    command.args(arguments(policy)).args(["--", "bash", "-lc", script]);
+    let filter = SocketFilter::new();
+    // SAFETY: the hook only makes system calls on the filter prepared before the fork.
+    unsafe {
+        command.pre_exec(move || child_setup(&filter));
+    }
+    Ok(command)
 }

@@ -1,12 +1,18 @@
 //! The Landlock backend, by raw system calls (no crate needed for three calls). The
 //! ruleset is built in this process — it handles only the ways to *change* the file
 //! system, so reading and executing stay unrestricted — and the child applies it to
-//! itself right before it execs (`pre_exec`), after entering a network namespace when
-//! the network is off. Rights the running kernel does not know are left out, so the
-//! rules work on every ABI version (1 = Linux 5.13 and later).
+//! itself right before it execs (`pre_exec`): namespaces first (network off, and its own
+//! mounts for the read-only view of `mounts`), then a new session, no new privileges,
+//! the ruleset, no capabilities and the seccomp filter. Rights the running kernel does
+//! not know are left out, so the rules work on every ABI version (1 = Linux 5.13 and
+//! later); from ABI 6 the command is also scoped: no abstract unix sockets and no
+//! signals to processes outside the sandbox.
 
 use super::SandboxPolicy;
-use super::namespace::NetworkIsolation;
+use super::capabilities;
+use super::mounts::ReadOnlyTree;
+use super::namespace::Namespaces;
+use super::seccomp::SocketFilter;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -32,10 +38,17 @@ const REFER: u64 = 1 << 13;
 /// ABI 3: truncate(2) and O_TRUNC.
 const TRUNCATE: u64 = 1 << 14;
 
-/// `struct landlock_ruleset_attr` of ABI 1–3 (only the file system field).
+/// ABI 6: no connecting to abstract unix sockets and no signals out of the sandbox.
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+/// `struct landlock_ruleset_attr` of ABI 6. Older kernels accept it whole as long as
+/// the fields they do not know are zero.
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 /// `struct landlock_path_beneath_attr` (packed in the kernel's header).
@@ -100,14 +113,23 @@ fn file_rights(abi: u32) -> u64 {
 /// `bash -lc SCRIPT` that confines itself to `policy` before it execs.
 pub(super) fn command(abi: u32, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
     let ruleset = Arc::new(ruleset(abi, &policy.writable)?);
-    let isolation = if policy.network { None } else { Some(NetworkIsolation::new()?) };
+    let namespaces = Namespaces::new(policy.network, true)?;
+    let tree = ReadOnlyTree::new(&policy.writable, &policy.protected_paths())?;
+    let filter = SocketFilter::new();
     let mut command = crate::process::shell_command(script);
     let hook = move || -> io::Result<()> {
-        if let Some(isolation) = &isolation {
-            // SAFETY: this runs in the forked child before exec (see `enter`).
-            unsafe { isolation.enter()? };
+        // SAFETY: this runs in the forked child before exec, on data prepared before the
+        // fork (see each function's contract); the order matters: mounts need the
+        // capabilities that are dropped last, Landlock forbids mounting once applied.
+        unsafe {
+            namespaces.enter()?;
+            tree.apply()?;
+            super::new_session()?;
+            capabilities::no_new_privileges()?;
+            restrict_self(&ruleset)?;
+            capabilities::drop_all()?;
+            filter.install()
         }
-        restrict_self(&ruleset)
     };
     // SAFETY: the hook only makes system calls on data prepared before the fork.
     unsafe {
@@ -119,7 +141,8 @@ pub(super) fn command(abi: u32, script: &str, policy: &SandboxPolicy) -> io::Res
 /// A ruleset that handles every write right and grants them beneath `writable`.
 fn ruleset(abi: u32, writable: &[std::path::PathBuf]) -> io::Result<OwnedFd> {
     let handled = handled_rights(abi);
-    let attr = RulesetAttr { handled_access_fs: handled };
+    let scoped = if abi >= 6 { SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL } else { 0 };
+    let attr = RulesetAttr { handled_access_fs: handled, handled_access_net: 0, scoped };
     // SAFETY: `attr` is a valid ruleset attribute of the size passed.
     let fd = unsafe {
         libc::syscall(
@@ -177,13 +200,8 @@ fn open_path(path: &Path) -> Option<(OwnedFd, bool)> {
     Some((fd, is_dir))
 }
 
-/// In the child: no new privileges (required to self-restrict without CAP_SYS_ADMIN),
-/// then the ruleset.
+/// In the child, after `no_new_privileges`: applies the ruleset.
 fn restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integers.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
     // SAFETY: the ruleset fd is open (the closure holding it lives until after exec).
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
         return Err(io::Error::last_os_error());

@@ -1,16 +1,24 @@
 //! The OS sandbox for commands (ARCHITECTURE §6–§7): a command may read everywhere but
-//! write only beneath the policy's writable roots, and without the network unless the
-//! policy allows it. Linux has two backends: Landlock (a kernel LSM, applied to the
-//! child alone right before it execs) with a new network namespace, and bubblewrap
-//! (`bwrap`) where it is installed. Other targets have none: `detect` says so, and the
-//! caller must ask instead of running a command unconfined.
+//! write only beneath the policy's writable roots (minus its protected paths), and
+//! without the network unless the policy allows it. On both Linux backends it also runs
+//! in a new session (no controlling terminal), without capabilities, and under a seccomp
+//! filter that refuses unix sockets (see `seccomp`). The backends: Landlock (a kernel
+//! LSM, applied to the child alone right before it execs) in new network and mount
+//! namespaces, and bubblewrap (`bwrap`) where it is installed. Other targets have none:
+//! `detect` says so, and the caller must ask instead of running a command unconfined.
 
 #[cfg(target_os = "linux")]
 mod bubblewrap;
 #[cfg(target_os = "linux")]
+mod capabilities;
+#[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]
+mod mounts;
+#[cfg(target_os = "linux")]
 mod namespace;
+#[cfg(target_os = "linux")]
+mod seccomp;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,27 +35,72 @@ pub struct SandboxPolicy {
     /// Directories (or single files) the command may create, change and delete things
     /// beneath. Paths that do not exist are skipped.
     pub writable: Vec<PathBuf>,
+    /// Paths beneath the writable roots that stay read-only (`<workspace>/.git`, Kestrel's
+    /// own state): what runs outside the sandbox later (git hooks, config) lives there.
+    /// Paths that do not exist are skipped.
+    pub protected: Vec<PathBuf>,
     /// Whether the command may use the network. Without it the command runs in a new
     /// network namespace that has no usable interface, loopback to the host included.
     pub network: bool,
 }
 
+/// Entries of a workspace that programs outside the sandbox act on later: git runs
+/// hooks and reads config from `.git`, Kestrel reads `.kestrel/config.toml` (MCP servers).
+const PROTECTED_IN_WORKSPACE: [&str; 2] = [".git", ".kestrel"];
+
 impl SandboxPolicy {
-    /// Writable: `workspace` plus [`SandboxPolicy::scratch_paths`].
+    /// Writable: `workspace` plus [`SandboxPolicy::scratch_paths`]; protected: the
+    /// workspace's `.git` and `.kestrel`, and the `.git` of every repository directly
+    /// inside it (`<workspace>/<dir>/.git`).
     pub fn workspace_write(workspace: &Path, network: bool) -> Self {
         let mut writable = vec![workspace.to_path_buf()];
         writable.extend(Self::scratch_paths());
-        Self { writable, network }
+        let mut protected: Vec<PathBuf> =
+            PROTECTED_IN_WORKSPACE.iter().map(|name| workspace.join(name)).collect();
+        if let Ok(entries) = std::fs::read_dir(workspace) {
+            for entry in entries.flatten() {
+                let nested = entry.path().join(".git");
+                if entry.file_type().is_ok_and(|kind| kind.is_dir())
+                    && std::fs::symlink_metadata(&nested).is_ok()
+                {
+                    protected.push(nested);
+                }
+            }
+        }
+        Self { writable, protected, network }
     }
 
     /// Writable: only the scratch paths (temp directories and harmless devices), for
     /// commands that must not change the project.
     pub fn read_only(network: bool) -> Self {
-        Self { writable: Self::scratch_paths(), network }
+        Self { writable: Self::scratch_paths(), protected: Vec::new(), network }
+    }
+
+    /// The same policy with `path` kept read-only too (e.g. `$KESTREL_HOME`, when it lies
+    /// inside the workspace).
+    pub fn protect(mut self, path: &Path) -> Self {
+        self.protected.push(path.to_path_buf());
+        self
+    }
+
+    /// The protected paths that exist and lie beneath a writable root (the others are
+    /// read-only anyway), symlinks resolved.
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        let roots: Vec<PathBuf> =
+            self.writable.iter().filter_map(|root| root.canonicalize().ok()).collect();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for path in &self.protected {
+            let Ok(path) = path.canonicalize() else { continue };
+            if roots.iter().any(|root| path.starts_with(root)) && !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+        paths
     }
 
     /// `/tmp`, `$TMPDIR`, `/dev/shm` and the devices every program expects to write
-    /// (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/tty`, `/dev/random`, `/dev/urandom`).
+    /// (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`). Not
+    /// `/dev/tty`: a command has no terminal (it runs in a new session).
     pub fn scratch_paths() -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = ["/tmp", "/dev/shm"].iter().map(PathBuf::from).collect();
         let temp = std::env::temp_dir();
@@ -60,8 +113,7 @@ impl SandboxPolicy {
 }
 
 /// Devices a confined command may still open for writing.
-const DEVICES: [&str; 6] =
-    ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"];
+const DEVICES: [&str; 5] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// Which mechanism confines commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,17 +214,26 @@ impl Sandbox {
         }
     }
 
-    /// The Landlock backend, if the kernel supports it. Probes (once) whether a network
+    /// The Landlock backend, if the kernel supports it and a mount namespace can be
+    /// made (for the read-only view of the file system). Probes (once) whether a network
     /// namespace can be created too.
     ///
-    /// Fails off Linux, on kernels without Landlock, or when it is disabled.
+    /// Fails off Linux, on kernels without Landlock, when it is disabled, or when no
+    /// mount namespace can be made (unprivileged user namespaces turned off).
     pub fn landlock() -> Result<Sandbox, SandboxUnavailable> {
         #[cfg(target_os = "linux")]
         {
             let abi = landlock::abi_version().map_err(SandboxUnavailable::new)?;
+            if !namespace::can_unshare(true) {
+                return Err(SandboxUnavailable::new(
+                    "Landlock works but no mount namespace can be made here (needed to keep \
+                     .git and everything outside the writable roots read-only); allow \
+                     unprivileged user namespaces or install bubblewrap",
+                ));
+            }
             Ok(Sandbox {
                 backend: Backend::Landlock { abi },
-                isolates_network: namespace::can_unshare_network(),
+                isolates_network: namespace::can_unshare(false),
             })
         }
         #[cfg(not(target_os = "linux"))]
@@ -231,7 +292,9 @@ impl Sandbox {
             let setup = |source| SandboxError::Setup { backend: self.describe(), source };
             match &self.backend {
                 Backend::Landlock { abi } => landlock::command(*abi, script, policy).map_err(setup),
-                Backend::Bubblewrap { program } => Ok(bubblewrap::command(program, script, policy)),
+                Backend::Bubblewrap { program } => {
+                    bubblewrap::command(program, script, policy).map_err(setup)
+                }
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -246,6 +309,21 @@ impl Sandbox {
             })
         }
     }
+}
+
+/// In the child before it execs: a new session, so the command has no controlling
+/// terminal (no TIOCSTI keystrokes into the user's terminal, no `/dev/tty`). It also
+/// leads a new process group with its own pid as the id, as `spawn_group` expects.
+///
+/// # Safety
+/// For a `pre_exec` hook: one system call.
+#[cfg(target_os = "linux")]
+unsafe fn new_session() -> std::io::Result<()> {
+    // SAFETY: setsid(2) takes no arguments and touches no memory.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl fmt::Display for SandboxKind {

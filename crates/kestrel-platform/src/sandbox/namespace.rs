@@ -1,16 +1,19 @@
-//! Network isolation: the child enters a new network namespace before it execs, where
-//! no interface is up (not even loopback), so nothing on the host, `127.0.0.1`
-//! included, can be reached. Without `CAP_SYS_ADMIN` the namespace is created inside a
-//! new user namespace that maps the caller's own uid and gid, so files keep their owner.
+//! Namespaces the Landlock backend's child enters before it execs: a new network
+//! namespace when the network is off, where no interface is up (not even loopback), so
+//! nothing on the host, `127.0.0.1` included, can be reached; and a new mount namespace
+//! for its read-only view of the file system (see `mounts`). Without `CAP_SYS_ADMIN`
+//! they are created inside a new user namespace that maps the caller's own uid and gid,
+//! so files keep their owner.
 
 use std::ffi::CString;
 use std::io;
 use std::sync::OnceLock;
 
-/// What the child needs to enter a network namespace, prepared before `fork` so the
-/// child only makes system calls (no allocation after `fork`).
+/// What the child needs to enter its namespaces, prepared before `fork` so the child
+/// only makes system calls (no allocation after `fork`).
 #[derive(Debug)]
-pub(super) struct NetworkIsolation {
+pub(super) struct Namespaces {
+    flags: libc::c_int,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     uid_map_path: CString,
@@ -18,12 +21,22 @@ pub(super) struct NetworkIsolation {
     setgroups_path: CString,
 }
 
-impl NetworkIsolation {
-    pub(super) fn new() -> io::Result<Self> {
+impl Namespaces {
+    /// A new network namespace when `network` is false, a new mount namespace when
+    /// `mounts` is true.
+    pub(super) fn new(network: bool, mounts: bool) -> io::Result<Self> {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let path = |text: &str| CString::new(text).map_err(io::Error::other);
+        let mut flags = 0;
+        if !network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if mounts {
+            flags |= libc::CLONE_NEWNS;
+        }
         Ok(Self {
+            flags,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             uid_map_path: path("/proc/self/uid_map")?,
@@ -32,22 +45,25 @@ impl NetworkIsolation {
         })
     }
 
-    /// Moves the calling process into a new network namespace.
+    /// Moves the calling process into its new namespaces (nothing when none is wanted).
     ///
     /// # Safety
     /// Must run in a freshly forked, single-threaded child (a `pre_exec` hook): it only
     /// makes system calls, but a user namespace cannot be entered by a threaded process.
     pub(super) unsafe fn enter(&self) -> io::Result<()> {
+        if self.flags == 0 {
+            return Ok(());
+        }
         // SAFETY: unshare(2) only changes this process's namespaces.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+        if unsafe { libc::unshare(self.flags) } == 0 {
             return Ok(());
         }
         let error = io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::EPERM) {
             return Err(error);
         }
-        // SAFETY: as above; the user namespace gives the capability the network one needs.
-        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+        // SAFETY: as above; the user namespace gives the capability the others need.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | self.flags) } != 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: the buffers and paths live as long as `self`, which outlives the call.
@@ -78,21 +94,24 @@ unsafe fn write_file(path: &CString, bytes: &[u8]) -> io::Result<()> {
     if usize::try_from(written).ok() == Some(bytes.len()) { Ok(()) } else { Err(error) }
 }
 
-/// Whether a child can enter a new network namespace here (probed once, with `sh -c :`).
-pub(super) fn can_unshare_network() -> bool {
-    static PROBED: OnceLock<bool> = OnceLock::new();
-    *PROBED.get_or_init(|| {
+/// Whether a child can enter new namespaces here (probed once per kind, with `sh -c :`):
+/// a network namespace when `network` is false, a mount namespace always.
+pub(super) fn can_unshare(network: bool) -> bool {
+    static WITH_NETWORK: OnceLock<bool> = OnceLock::new();
+    static WITHOUT_NETWORK: OnceLock<bool> = OnceLock::new();
+    let cell = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
+    *cell.get_or_init(|| {
         use std::os::unix::process::CommandExt;
-        let Ok(isolation) = NetworkIsolation::new() else { return false };
+        let Ok(namespaces) = Namespaces::new(network, true) else { return false };
         let mut command = std::process::Command::new("sh");
         command
             .args(["-c", ":"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        // SAFETY: the hook only makes system calls (see `NetworkIsolation::enter`).
+        // SAFETY: the hook only makes system calls (see `Namespaces::enter`).
         unsafe {
-            command.pre_exec(move || isolation.enter());
+            command.pre_exec(move || namespaces.enter());
         }
         command.status().is_ok_and(|status| status.success())
     })
