@@ -193,7 +193,7 @@ fn concerns_name_each_part_and_the_rule_that_would_allow_it() {
     assert_eq!(prefix.as_deref(), Some("cargo test"));
     assert!(reason.contains("not a known read-only command"), "{reason}");
     let Concern::Command { prefix, .. } = &analysis.concerns[1] else { panic!() };
-    assert_eq!(prefix.as_deref(), Some("tee"));
+    assert_eq!(prefix.as_deref(), Some("tee log/out.txt"));
 
     let analysis = analyze("echo x > ../up.txt", Path::new("/w/sub"));
     assert_eq!(

@@ -51,7 +51,10 @@ impl Concern {
     pub fn describe(&self) -> String {
         match self {
             Concern::Command { text, reason, .. } => format!("`{text}`: {reason}"),
-            Concern::Write { target, .. } => format!("`> {target}` writes a file"),
+            Concern::Write { target, path: Some(path) } => {
+                format!("`> {target}` writes {}", path.display())
+            }
+            Concern::Write { target, path: None } => format!("`> {target}` writes a file"),
             Concern::Unparsed { reason } => format!("the command cannot be checked ({reason})"),
         }
     }
@@ -71,14 +74,61 @@ impl CommandAnalysis {
 }
 
 /// Analyses `line` as run by `bash -c` in `dir` (relative redirection targets resolve
-/// against it).
+/// against it, and against every directory a `cd` in the line may have moved to).
 pub fn analyze(line: &str, dir: &Path) -> CommandAnalysis {
     let mut concerns = Vec::new();
-    analyze_into(line, dir, 0, &mut concerns);
+    let mut location = Location { dirs: vec![dir.to_path_buf()], unknown: false };
+    analyze_into(line, &mut location, 0, &mut concerns);
     CommandAnalysis { concerns }
 }
 
-fn analyze_into(line: &str, dir: &Path, depth: usize, concerns: &mut Vec<Concern>) {
+/// Where the next command of a line may run. A `cd` may or may not have taken effect
+/// (it can fail, sit in a subshell or in one branch of `||`), so it adds its
+/// destination to the directories rather than replacing them; a destination that is
+/// not known before the line runs (`cd $X`, `cd -`, `popd`) makes the place unknown.
+struct Location {
+    dirs: Vec<PathBuf>,
+    unknown: bool,
+}
+
+impl Location {
+    fn places(&self) -> Option<&[PathBuf]> {
+        (!self.unknown).then_some(self.dirs.as_slice())
+    }
+
+    /// Follows `cd`/`pushd`/`popd` (other commands leave the location as it is).
+    fn follow(&mut self, words: &[Word]) {
+        let Some(name) = words.first().filter(|word| word.literal) else { return };
+        if !matches!(name.text.as_str(), "cd" | "pushd" | "popd") {
+            return;
+        }
+        let target = words[1..].iter().find(|word| !(word.literal && word.text.starts_with('-')));
+        let Some(target) = target.filter(|word| word.literal && name.text != "popd") else {
+            // `cd` alone goes home; `cd -`, `popd`, `cd $X`: somewhere not known here.
+            self.unknown = true;
+            return;
+        };
+        let relative = !target.text.starts_with('/');
+        let searched = relative
+            && !(target.text == "." || target.text == ".." || target.text.starts_with("./"))
+            && !target.text.starts_with("../")
+            && std::env::var_os("CDPATH").is_some_and(|path| !path.is_empty());
+        if searched {
+            // CDPATH may send a relative `cd` anywhere.
+            self.unknown = true;
+            return;
+        }
+        let moved: Vec<PathBuf> =
+            self.dirs.iter().map(|dir| normalize(&dir.join(&target.text))).collect();
+        for dir in moved {
+            if !self.dirs.contains(&dir) {
+                self.dirs.push(dir);
+            }
+        }
+    }
+}
+
+fn analyze_into(line: &str, location: &mut Location, depth: usize, concerns: &mut Vec<Concern>) {
     let commands = match command::parse(line) {
         Ok(commands) => commands,
         Err(error) => {
@@ -87,11 +137,16 @@ fn analyze_into(line: &str, dir: &Path, depth: usize, concerns: &mut Vec<Concern
         }
     };
     for command in &commands {
-        judge_command(command, dir, depth, concerns);
+        judge_command(command, location, depth, concerns);
     }
 }
 
-fn judge_command(command: &SimpleCommand, dir: &Path, depth: usize, concerns: &mut Vec<Concern>) {
+fn judge_command(
+    command: &SimpleCommand,
+    location: &mut Location,
+    depth: usize,
+    concerns: &mut Vec<Concern>,
+) {
     for redirection in &command.redirections {
         if redirection.kind != RedirectKind::Write {
             continue;
@@ -100,14 +155,29 @@ fn judge_command(command: &SimpleCommand, dir: &Path, depth: usize, concerns: &m
         if target.literal && HARMLESS_TARGETS.contains(&target.text.as_str()) {
             continue;
         }
-        let path = target.literal.then(|| normalize(&dir.join(&target.text)));
-        concerns.push(Concern::Write { target: target.text.clone(), path });
+        let mut push = |path: Option<PathBuf>| {
+            let concern = Concern::Write { target: target.text.clone(), path };
+            if !concerns.contains(&concern) {
+                concerns.push(concern);
+            }
+        };
+        if !target.literal {
+            push(None);
+        } else if target.text.starts_with('/') {
+            push(Some(normalize(Path::new(&target.text))));
+        } else if location.unknown {
+            push(None);
+        } else {
+            for dir in &location.dirs {
+                push(Some(normalize(&dir.join(&target.text))));
+            }
+        }
     }
     let text = words_text(&command.words);
     let words = strip_wrappers(&command.words);
     if let Some(script) = nested_shell_script(words) {
         if depth < MAX_NESTED_SHELLS {
-            analyze_into(script, dir, depth + 1, concerns);
+            analyze_into(script, location, depth + 1, concerns);
         } else {
             concerns.push(Concern::Unparsed { reason: "shells nested too deeply".into() });
         }
@@ -120,7 +190,7 @@ fn judge_command(command: &SimpleCommand, dir: &Path, depth: usize, concerns: &m
             Some(format!("it sets the shell variable {name}, which later commands may use"))
         }
         Some((name, _)) => Some(format!("it runs with {name} changed")),
-        None => read_only::judge(words),
+        None => read_only::judge(words, location.places()),
     };
     if let Some(reason) = reason {
         let shown = if text.is_empty() {
@@ -133,10 +203,23 @@ fn judge_command(command: &SimpleCommand, dir: &Path, depth: usize, concerns: &m
         } else {
             text
         };
-        let leading =
-            words.iter().take_while(|word| word.literal).map(|word| word.text.clone()).collect();
-        concerns.push(Concern::Command { text: shown, leading, prefix: prefix(words), reason });
+        // Allow rules match the command as written, assignments included: `git diff`
+        // does not cover `GIT_EXTERNAL_DIFF=x git diff`, a rule naming the assignment does.
+        let mut leading = Vec::new();
+        for (name, value) in &command.assignments {
+            if !value.literal {
+                break;
+            }
+            leading.push(format!("{name}={}", value.text));
+        }
+        if leading.len() == command.assignments.len() {
+            leading
+                .extend(words.iter().take_while(|word| word.literal).map(|word| word.text.clone()));
+        }
+        let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
+        concerns.push(Concern::Command { text: shown, leading, prefix, reason });
     }
+    location.follow(words);
 }
 
 /// `timeout 10 cmd ...` and `nice -n 5 cmd ...` are judged as `cmd ...`.
@@ -187,25 +270,133 @@ fn nested_shell_script(words: &[Word]) -> Option<&str> {
     None
 }
 
-/// The allow-rule for a command: its name and up to two subcommand-like words after
-/// it (`cargo test`, `npm run build`); `None` when the name is computed.
+/// Tools whose first word is a subcommand: "always" covers that subcommand.
+const MULTI_COMMAND: &[&str] = &[
+    "git",
+    "cargo",
+    "npm",
+    "pnpm",
+    "yarn",
+    "bun",
+    "docker",
+    "podman",
+    "kubectl",
+    "helm",
+    "go",
+    "gh",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "rustup",
+    "dotnet",
+    "terraform",
+    "systemctl",
+    "brew",
+    "apt",
+    "apt-get",
+    "deno",
+    "mvn",
+    "gradle",
+    "make",
+    "just",
+    "nix",
+    "conda",
+];
+
+/// Subcommands that run what the next word names (`npm run build`, `go run ./cmd/x`):
+/// "always" covers that one thing, not every script.
+const RUNNING_SUBCOMMANDS: [&str; 5] = ["run", "run-script", "exec", "x", "compose"];
+
+/// Programs that run code or other programs named by their arguments (interpreters,
+/// wrappers): "always" covers only the whole command as written.
+const RUNS_ITS_ARGUMENTS: &[&str] = &[
+    "python",
+    "node",
+    "nodejs",
+    "bash",
+    "sh",
+    "dash",
+    "zsh",
+    "ksh",
+    "fish",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "luajit",
+    "Rscript",
+    "pwsh",
+    "osascript",
+    "tclsh",
+    "awk",
+    "gawk",
+    "mawk",
+    "xargs",
+    "env",
+    "sudo",
+    "doas",
+    "nohup",
+    "exec",
+    "eval",
+    "source",
+    ".",
+    "command",
+    "builtin",
+    "watch",
+    "stdbuf",
+    "ionice",
+    "setsid",
+    "flock",
+    "strace",
+    "ltrace",
+    "npx",
+    "uvx",
+    "bunx",
+    "pnpx",
+];
+
+/// The allow-rule offered for "always", never broader than needed: for a tool with
+/// subcommands (`git`, `cargo`...) the tool and its subcommand (`cargo test`), for
+/// anything else the whole command; an interpreter alone (`python3`) gets none. `None`
+/// as well when a word is computed or holds blanks, or when a global option comes
+/// before the subcommand (`git -c k=v status`, `cargo +nightly build`).
 fn prefix(words: &[Word]) -> Option<String> {
+    let plain = |word: &Word| {
+        word.literal && !word.text.is_empty() && !word.text.chars().any(char::is_whitespace)
+    };
+    let subcommand = |word: &Word| {
+        plain(word)
+            && !word.text.starts_with(['-', '+'])
+            && word
+                .text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'))
+    };
     let (name, rest) = words.split_first()?;
-    if !name.literal || name.text.is_empty() {
+    if !plain(name) {
         return None;
     }
-    let mut parts = vec![name.text.as_str()];
-    for word in rest.iter().take(2) {
-        let subcommand = word.literal
-            && !word.text.is_empty()
-            && !word.text.starts_with('-')
-            && word.text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'));
-        if !subcommand {
-            break;
+    let program = name.text.rsplit('/').next().unwrap_or(&name.text);
+    if MULTI_COMMAND.contains(&program) {
+        let first = rest.first().filter(|word| subcommand(word))?;
+        let mut parts = vec![name.text.as_str(), first.text.as_str()];
+        if RUNNING_SUBCOMMANDS.contains(&first.text.as_str())
+            && let Some(target) =
+                rest.get(1).filter(|word| plain(word) && !word.text.starts_with('-'))
+        {
+            parts.push(target.text.as_str());
         }
-        parts.push(word.text.as_str());
+        return Some(parts.join(" "));
     }
-    Some(parts.join(" "))
+    let interpreter = RUNS_ITS_ARGUMENTS.contains(&program)
+        || program
+            .strip_prefix("python")
+            .is_some_and(|version| version.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    if (interpreter && rest.is_empty()) || !rest.iter().all(plain) {
+        return None;
+    }
+    Some(words_text(words))
 }
 
 fn words_text(words: &[Word]) -> String {

@@ -182,8 +182,19 @@ impl Parser {
                     found = true;
                     break;
                 }
-                if !heredoc.quoted && (line.contains("$(") || line.contains('`')) {
-                    return error("a heredoc with command substitution in its body");
+                // An unquoted body is expanded: substitutions run, `${x@P}` and arithmetic
+                // on variables can run commands, and a trailing backslash joins lines
+                // (`$\` + `(cmd)` is `$(cmd)`).
+                if !heredoc.quoted
+                    && (line.contains("$(")
+                        || line.contains('`')
+                        || line.contains("${")
+                        || line.contains("$[")
+                        || line.ends_with('\\'))
+                {
+                    return error(
+                        "a heredoc whose body has substitutions, expansions or line continuations",
+                    );
                 }
             }
             if !found {
@@ -527,11 +538,15 @@ impl Parser {
                 let start = self.pos;
                 self.skip_balanced('(', ')', 2)?;
                 let inner: String = self.chars[start..self.pos].iter().collect();
-                if inner.contains("$(") || inner.contains('`') {
-                    return error("a command substitution inside `$((...))`");
+                // Arithmetic evaluates the values of variables it names, and an array
+                // subscript in a value runs commands (`x='a[$(cmd)]'; $((x))`): numbers only.
+                if !inner.chars().all(|c| c.is_ascii_digit() || " \t+-*/%()<>=!&|^~?:,".contains(c))
+                {
+                    return error("arithmetic on variables `$((...))`");
                 }
                 Ok(false)
             }
+            Some('[') => error("arithmetic `$[...]`"),
             Some('(') => {
                 self.pos += 2;
                 self.sequence(End::CloseParen)?;
@@ -542,9 +557,11 @@ impl Parser {
                 self.pos += 2;
                 let start = self.pos;
                 self.skip_balanced('{', '}', 1)?;
-                let inner: String = self.chars[start..self.pos].iter().collect();
-                if inner.contains("$(") || inner.contains('`') {
-                    return error("a command substitution inside `${...}`");
+                let inner: String = self.chars[start..self.pos - 1].iter().collect();
+                if !simple_parameter(&inner) {
+                    return error(format!(
+                        "the expansion `${{{inner}}}` (only plain parameters and defaults are checked)"
+                    ));
                 }
                 Ok(false)
             }
@@ -651,4 +668,36 @@ pub(crate) fn is_name(text: &str) -> bool {
     let mut chars = text.chars();
     chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Whether `${inner}` expands a parameter without evaluating anything: `${x}`, `${#x}`,
+/// `${1}`, `${x:-text}`, `${x%pattern}`, `${x/a/b}`... Not `${x@P}` (prompt expansion
+/// runs substitutions in the value), `${!x}` (indirection), `${a[i]}` and `${x:1:2}`
+/// (arithmetic, which can run commands), nor anything with `$`, `` ` `` or `(` inside.
+fn simple_parameter(inner: &str) -> bool {
+    let body = match inner.strip_prefix('#') {
+        Some(name) if !name.is_empty() => return parameter_name_len(name) == Some(name.len()),
+        Some(_) | None => inner,
+    };
+    let Some(name_len) = parameter_name_len(body) else { return false };
+    let operation = &body[name_len..];
+    if operation.is_empty() {
+        return true;
+    }
+    const OPERATORS: [&str; 13] =
+        [":-", ":+", ":=", ":?", "-", "+", "=", "?", "%", "#", "/", "^", ","];
+    OPERATORS.iter().any(|operator| operation.starts_with(operator))
+        && !operation.contains(['$', '`', '(', '@', '!'])
+}
+
+/// The length of the parameter name at the start of `text`: a variable name, digits,
+/// or one special parameter.
+fn parameter_name_len(text: &str) -> Option<usize> {
+    let name = text.chars().take_while(|c| *c == '_' || c.is_ascii_alphanumeric()).count();
+    if name > 0 {
+        let all_digits = text[..name].chars().all(|c| c.is_ascii_digit());
+        let starts_with_digit = text.starts_with(|c: char| c.is_ascii_digit());
+        return (all_digits || !starts_with_digit).then_some(name);
+    }
+    text.starts_with(['@', '*', '#', '?', '$', '!', '-']).then_some(1)
 }

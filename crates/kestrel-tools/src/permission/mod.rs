@@ -13,6 +13,8 @@
 mod allow;
 mod analysis;
 pub mod command;
+mod flags;
+mod git;
 mod read_only;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};

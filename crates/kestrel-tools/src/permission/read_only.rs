@@ -1,10 +1,14 @@
-//! Which commands are known to change nothing: a list of programs that never write,
-//! and for programs that write only with some flags (`find -delete`, `sed -i`,
-//! `sort -o`, `git branch NAME`...), the flags that make them writers. Anything not
-//! listed is not known to be read-only. Arguments that the shell would expand cannot
-//! be judged, so a program whose verdict depends on its flags needs literal ones.
+//! Which commands are known to change nothing: a list of programs that never write or
+//! run other programs, whatever their arguments, and for programs that do with some
+//! flags (`find -delete`, `sed -i`, `sort -o`, `git -c`...), the flags known to be
+//! harmless (an allowlist: any other flag makes the command not known read-only).
+//! Anything not listed is not known to be read-only. Arguments that the shell would
+//! expand cannot be judged, so a program whose verdict depends on its flags needs
+//! literal ones.
 
 use super::command::Word;
+use super::flags::{Options, operands};
+use super::git::{self, Places};
 
 /// Programs that cannot write files or run other programs, whatever their arguments.
 const ALWAYS_READ_ONLY: &[&str] = &[
@@ -26,7 +30,6 @@ const ALWAYS_READ_ONLY: &[&str] = &[
     "realpath",
     "readlink",
     "stat",
-    "file",
     "du",
     "df",
     "nl",
@@ -86,9 +89,272 @@ const ALWAYS_READ_ONLY: &[&str] = &[
     "logname",
 ];
 
+const SORT: Options = Options {
+    // Not `-o` (writes), `-T` (temporary files in a directory of choice).
+    short: "bdfgiMhnRrVcCmsuz",
+    short_valued: "ktS",
+    long: &[
+        "ignore-leading-blanks",
+        "dictionary-order",
+        "ignore-case",
+        "general-numeric-sort",
+        "ignore-nonprinting",
+        "month-sort",
+        "human-numeric-sort",
+        "numeric-sort",
+        "random-sort",
+        "reverse",
+        "version-sort",
+        "merge",
+        "stable",
+        "unique",
+        "zero-terminated",
+        "debug",
+        "help",
+        "version",
+    ],
+    long_valued: &["key", "field-separator", "buffer-size", "parallel", "sort", "files0-from"],
+    long_optional: &["check"],
+};
+
+const UNIQ: Options = Options {
+    short: "cdDiuz",
+    short_valued: "fsw",
+    long: &["count", "repeated", "ignore-case", "unique", "zero-terminated", "help", "version"],
+    long_valued: &["skip-fields", "skip-chars", "check-chars"],
+    long_optional: &["all-repeated", "group"],
+};
+
+const TREE: Options = Options {
+    // Not `-o` (writes), `-R` (writes an index file per directory with `-H`).
+    short: "adlfxpsughDFqNQrtvcUCnAJXSi",
+    short_valued: "LPI",
+    long: &[
+        "help",
+        "version",
+        "inodes",
+        "device",
+        "noreport",
+        "nolinks",
+        "dirsfirst",
+        "filesfirst",
+        "du",
+        "si",
+        "prune",
+        "matchdirs",
+        "ignore-case",
+        "gitignore",
+        "metafirst",
+    ],
+    long_valued: &["charset", "filelimit", "timefmt", "sort"],
+    long_optional: &[],
+};
+
+const FILE: Options = Options {
+    // Not `-C` (compiles a magic file), `-p` (resets access times).
+    short: "bcdEhiklLNn0rsSvzZ",
+    short_valued: "eFfmP",
+    long: &[
+        "brief",
+        "mime",
+        "mime-type",
+        "mime-encoding",
+        "apple",
+        "extension",
+        "keep-going",
+        "list",
+        "dereference",
+        "no-dereference",
+        "no-pad",
+        "no-buffer",
+        "print0",
+        "raw",
+        "special-files",
+        "uncompress",
+        "uncompress-noreport",
+        "help",
+        "version",
+    ],
+    long_valued: &[
+        "exclude",
+        "exclude-quiet",
+        "files-from",
+        "separator",
+        "magic-file",
+        "parameter",
+    ],
+    long_optional: &[],
+};
+
+const RG: Options = Options {
+    // Not `-z` (runs decompression programs); `--pre` and `--hostname-bin` run any.
+    short: "abcFHhIiLlNnoPpqSsUuvVwx0.",
+    short_valued: "ABCegtTmjMdEfr",
+    long: &[
+        "hidden",
+        "no-hidden",
+        "no-ignore",
+        "ignore",
+        "no-ignore-vcs",
+        "no-ignore-parent",
+        "no-ignore-dot",
+        "no-ignore-global",
+        "no-ignore-exclude",
+        "no-ignore-files",
+        "unrestricted",
+        "files",
+        "count",
+        "count-matches",
+        "files-with-matches",
+        "files-without-match",
+        "fixed-strings",
+        "word-regexp",
+        "line-regexp",
+        "line-number",
+        "no-line-number",
+        "heading",
+        "no-heading",
+        "json",
+        "ignore-case",
+        "smart-case",
+        "case-sensitive",
+        "multiline",
+        "multiline-dotall",
+        "follow",
+        "type-list",
+        "no-messages",
+        "stats",
+        "trim",
+        "vimgrep",
+        "only-matching",
+        "null",
+        "null-data",
+        "pcre2",
+        "text",
+        "binary",
+        "column",
+        "no-column",
+        "passthru",
+        "no-filename",
+        "with-filename",
+        "invert-match",
+        "quiet",
+        "debug",
+        "trace",
+        "version",
+        "help",
+        "glob-case-insensitive",
+        "no-config",
+        "one-file-system",
+        "max-columns-preview",
+        "line-buffered",
+        "block-buffered",
+        "crlf",
+        "byte-offset",
+        "include-zero",
+        "mmap",
+        "no-mmap",
+        "no-unicode",
+        "pretty",
+        "no-require-git",
+        "no-context-separator",
+        "sort-files",
+    ],
+    long_valued: &[
+        "type",
+        "type-not",
+        "glob",
+        "iglob",
+        "max-count",
+        "max-depth",
+        "max-filesize",
+        "sort",
+        "sortr",
+        "replace",
+        "engine",
+        "encoding",
+        "threads",
+        "regexp",
+        "file",
+        "context",
+        "before-context",
+        "after-context",
+        "max-columns",
+        "path-separator",
+        "type-add",
+        "type-clear",
+        "ignore-file",
+        "dfa-size-limit",
+        "regex-size-limit",
+        "color",
+        "colors",
+        "field-match-separator",
+        "field-context-separator",
+        "context-separator",
+    ],
+    long_optional: &[],
+};
+
+const FD: Options = Options {
+    // Not `-x`/`-X` (run a command per result).
+    short: "HIusiLpgFal0q1",
+    short_valued: "dteEcjSo",
+    long: &[
+        "hidden",
+        "no-hidden",
+        "no-ignore",
+        "ignore",
+        "no-ignore-vcs",
+        "no-ignore-parent",
+        "unrestricted",
+        "case-sensitive",
+        "ignore-case",
+        "glob",
+        "regex",
+        "fixed-strings",
+        "absolute-path",
+        "relative-path",
+        "list-details",
+        "follow",
+        "no-follow",
+        "full-path",
+        "print0",
+        "quiet",
+        "show-errors",
+        "one-file-system",
+        "prune",
+        "help",
+        "version",
+        "require-git",
+        "no-require-git",
+    ],
+    long_valued: &[
+        "max-depth",
+        "min-depth",
+        "exact-depth",
+        "type",
+        "extension",
+        "exclude",
+        "color",
+        "threads",
+        "size",
+        "changed-within",
+        "changed-before",
+        "owner",
+        "max-results",
+        "base-directory",
+        "search-path",
+        "path-separator",
+        "ignore-file",
+        "and",
+        "format",
+    ],
+    long_optional: &["strip-cwd-prefix", "hyperlink"],
+};
+
 /// `None` when `words` (a simple command with its name first) is known to be
-/// read-only, else the reason it is not.
-pub(crate) fn judge(words: &[Word]) -> Option<String> {
+/// read-only when run in any of `places`, else the reason it is not.
+pub(crate) fn judge(words: &[Word], places: Places) -> Option<String> {
     let name = words.first()?;
     if !name.literal {
         return Some("its program name is computed when the command runs".into());
@@ -102,27 +368,23 @@ pub(crate) fn judge(words: &[Word]) -> Option<String> {
     let texts: Vec<&str> = args.iter().map(|word| word.text.as_str()).collect();
     let verdict = match program {
         "find" => find(&texts),
-        "rg" => rg(&texts),
-        "fd" | "fdfind" => fd(&texts),
+        "rg" => operands("rg", &texts, &RG).map(drop),
+        "fd" | "fdfind" => operands(program, &texts, &FD).map(drop),
         "sed" => sed(&texts),
-        "sort" => flagged(&texts, &["--output", "--compress-program"], 'o'),
-        "tree" => flagged(&texts, &["--output", "--fromfile"], 'o'),
-        "shuf" => flagged(&texts, &["--output", "--random-source"], 'o'),
-        // `printf -v NAME` assigns (and bash evaluates some of what it assigns);
-        // `test -v 'a[$(cmd)]'` runs the command.
-        "printf" => flagged(&texts, &[], 'v'),
-        "test" | "[" => {
-            match texts.iter().find(|arg| arg.starts_with("-v") || arg.starts_with("-R")) {
-                Some(arg) => writes(program, arg),
-                None => Ok(()),
-            }
-        }
-        "uniq" => at_most_positional(&texts, 1, &["-f", "-s", "-w"]),
-        "xxd" => at_most_positional(&texts, 1, &["-c", "-g", "-l", "-s", "-o", "-n"]),
-        "env" if texts.is_empty() => Ok(()),
+        "sort" => operands("sort", &texts, &SORT).map(drop),
+        "tree" => operands("tree", &texts, &TREE).map(drop),
+        "file" => operands("file", &texts, &FILE).map(drop),
+        "uniq" => operands("uniq", &texts, &UNIQ).and_then(|operands| at_most_one(&operands)),
+        "xxd" => xxd(&texts),
+        // `printf -v NAME` assigns (and bash evaluates some of what it assigns).
+        "printf" => match texts.first() {
+            Some(first) if first.starts_with('-') => writes("printf", first),
+            Some(_) | None => Ok(()),
+        },
+        "test" | "[" => test(&texts),
         "command" if matches!(texts.first(), Some(&("-v" | "-V"))) => Ok(()),
         "set" => set(&texts),
-        "git" => git(&texts),
+        "git" => git::judge(&texts, places),
         _ => return Some(format!("`{program}` is not a known read-only command")),
     };
     match verdict {
@@ -140,75 +402,150 @@ fn writes(program: &str, flag: &str) -> Verdict {
     Err(format!("`{program} {flag}` can change files or run commands"))
 }
 
-/// Refuses any of `long` flags (also as `--flag=value`) and a short flag `short`,
-/// alone or in a bundle (`-uo`).
-fn flagged(args: &[&str], long: &[&str], short: char) -> Verdict {
-    for arg in args {
-        // GNU tools take any unambiguous prefix of a long option (`--outp` is `--output`).
-        let name = arg.split('=').next().unwrap_or(arg);
-        if name.len() > 2
-            && name.starts_with("--")
-            && long.iter().any(|flag| flag.starts_with(name))
-        {
-            return Err(format!("the `{arg}` flag can change files or run commands"));
-        }
-        if let Some(bundle) = arg.strip_prefix('-')
-            && !bundle.starts_with('-')
-            && bundle.contains(short)
-        {
-            return Err(format!("the `{arg}` flag can change files"));
-        }
+/// `uniq IN OUT` writes OUT.
+fn at_most_one(operands: &[&str]) -> Verdict {
+    if operands.len() > 1 {
+        return Err(format!("with {} operands it writes the last one", operands.len()));
     }
     Ok(())
 }
 
-/// Programs that write their second operand (`uniq IN OUT`).
-fn at_most_positional(args: &[&str], max: usize, valued: &[&str]) -> Verdict {
-    let mut positional = 0;
-    let mut skip = false;
-    for arg in args {
-        if skip {
-            skip = false;
-        } else if valued.contains(arg) {
-            skip = true;
-        } else if !arg.starts_with('-') || *arg == "-" {
-            positional += 1;
-        }
-    }
-    if positional > max {
-        return Err(format!("with {positional} operands it can write a file"));
-    }
-    Ok(())
-}
-
-fn find(args: &[&str]) -> Verdict {
-    const UNSAFE: [&str; 9] = [
-        "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
+/// `xxd IN OUT` writes OUT; its flags (`-c8`, `-cols 8`...) never write.
+fn xxd(args: &[&str]) -> Verdict {
+    const VALUED: [&str; 13] = [
+        "-c",
+        "-cols",
+        "-g",
+        "-groupsize",
+        "-l",
+        "-len",
+        "-o",
+        "-offset",
+        "-s",
+        "-seek",
+        "-n",
+        "-name",
+        "-R",
     ];
-    match args.iter().find(|arg| UNSAFE.contains(arg)) {
-        Some(flag) => writes("find", flag),
+    let mut operands = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if VALUED.contains(arg) {
+            iter.next();
+        } else if !arg.starts_with('-') || *arg == "-" {
+            operands.push(*arg);
+        }
+    }
+    at_most_one(&operands)
+}
+
+/// `test` and `[`: every operator but `-v` and `-R`, which evaluate array subscripts
+/// (`test -v 'a[$(cmd)]'` runs the command).
+fn test(args: &[&str]) -> Verdict {
+    const OPERATORS: [&str; 33] = [
+        "-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w",
+        "-x", "-G", "-L", "-N", "-O", "-S", "-z", "-n", "-o", "-ef", "-nt", "-ot", "-eq", "-ne",
+        "-lt", "-le", "-gt", "-ge",
+    ];
+    match args.iter().find(|arg| arg.len() > 1 && arg.starts_with('-') && !OPERATORS.contains(arg))
+    {
+        Some(arg) => writes("test", arg),
         None => Ok(()),
     }
 }
 
-fn rg(args: &[&str]) -> Verdict {
-    for flag in ["--pre", "--hostname-bin"] {
-        if let Some(arg) =
-            args.iter().find(|arg| **arg == flag || arg.starts_with(&format!("{flag}=")))
-        {
-            return writes("rg", arg);
-        }
-    }
-    Ok(())
-}
-
-fn fd(args: &[&str]) -> Verdict {
-    for arg in args {
-        let short_exec = arg.strip_prefix('-').is_some_and(|bundle| {
-            !bundle.starts_with('-') && (bundle.contains('x') || bundle.contains('X'))
-        });
-        if short_exec || arg.starts_with("--exec") {
-            return writes("fd", arg);
+/// `find` with only the tests, options and actions that neither write nor run anything
+/// (not `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fprint*`, `-fls`).
+fn find(args: &[&str]) -> Verdict {
+    const PLAIN: [&str; 37] = [
+        "-print",
+        "-print0",
+        "-ls",
+        "-prune",
+        "-quit",
+        "-true",
+        "-false",
+        "-empty",
+        "-readable",
+        "-writable",
+        "-executable",
+        "-nouser",
+        "-nogroup",
+        "-depth",
+        "-d",
+        "-xdev",
+        "-mount",
+        "-follow",
+        "-noleaf",
+        "-daystart",
+        "-ignore_readdir_race",
+        "-noignore_readdir_race",
+        "-nowarn",
+        "-warn",
+        "-not",
+        "-a",
+        "-and",
+        "-o",
+        "-or",
+        "-H",
+        "-L",
+        "-P",
+        "-help",
+        "--help",
+        "-version",
+        "--version",
+        "--",
+    ];
+    const VALUED: [&str; 36] = [
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-wholename",
+        "-iwholename",
+        "-regex",
+        "-iregex",
+        "-regextype",
+        "-lname",
+        "-ilname",
+        "-type",
+        "-xtype",
+        "-size",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-newer",
+        "-anewer",
+        "-cnewer",
+        "-used",
+        "-perm",
+        "-user",
+        "-group",
+        "-uid",
+        "-gid",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-maxdepth",
+        "-mindepth",
+        "-printf",
+        "-fstype",
+    ];
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let newer_xy = arg.len() == 8
+            && arg.starts_with("-newer")
+            && arg[6..].chars().all(|c| "amctB".contains(c));
+        if VALUED.contains(arg) || newer_xy || *arg == "-D" {
+            iter.next();
+        } else if arg.starts_with('-') && arg.len() > 1 && !PLAIN.contains(arg) {
+            let optimisation = arg.len() == 3 && arg.starts_with("-O");
+            if !optimisation {
+                return writes("find", arg);
+            }
         }
     }
     Ok(())
@@ -229,7 +566,8 @@ fn set(args: &[&str]) -> Verdict {
 
 /// `sed` without `-i`, `-f` and without scripts that write (`w`) or execute (`e`).
 /// The long options of sed that neither write nor hide a script.
-const SED_SAFE_LONG: [&str; 7] = [
+const SED_SAFE_LONG: [&str; 8] = [
+    "--debug",
     "--quiet",
     "--silent",
     "--regexp-extended",
@@ -265,8 +603,22 @@ fn sed(args: &[&str]) -> Verdict {
                 }
                 return writes("sed", arg);
             }
-            if !bundle.chars().all(|c| "nErsuz".contains(c)) {
-                return writes("sed", arg);
+            // `-ne SCRIPT`, `-es/a/b/`: `e` takes the rest of the bundle or the next word.
+            for (index, flag) in bundle.char_indices() {
+                if flag == 'e' {
+                    let attached = &bundle[index + 1..];
+                    let script = if attached.is_empty() {
+                        *iter.next().ok_or("`sed -e` without a script")?
+                    } else {
+                        attached
+                    };
+                    explicit_script = true;
+                    scripts.push(script);
+                    break;
+                }
+                if !"nErsuz".contains(flag) {
+                    return writes("sed", arg);
+                }
             }
         } else if first_operand.is_none() {
             first_operand = Some(*arg);
@@ -359,127 +711,4 @@ fn skip_delimited(chars: &[char], mut i: usize, delimiter: char) -> Option<usize
         }
     }
     None
-}
-
-/// `git` subcommands that only read, with the flags that would make them write.
-fn git(args: &[&str]) -> Verdict {
-    let mut rest = args;
-    // Global options before the subcommand.
-    loop {
-        match rest.first() {
-            Some(&("-C" | "--git-dir" | "--work-tree")) if rest.len() > 1 => rest = &rest[2..],
-            Some(&("--no-pager" | "-P" | "--no-optional-locks" | "--bare")) => rest = &rest[1..],
-            Some(arg) if arg.starts_with("--git-dir=") || arg.starts_with("--work-tree=") => {
-                rest = &rest[1..]
-            }
-            Some(arg) if arg.starts_with('-') => return writes("git", arg),
-            _ => break,
-        }
-    }
-    let Some((subcommand, args)) = rest.split_first() else { return Ok(()) };
-    let has =
-        |flag: &str| args.iter().any(|arg| *arg == flag || arg.starts_with(&format!("{flag}=")));
-    let only_flags = |allowed: &[&str]| {
-        args.iter().all(|arg| {
-            allowed.iter().any(|flag| arg == flag || arg.starts_with(&format!("{flag}=")))
-        })
-    };
-    let refuse = || writes("git", subcommand);
-    match *subcommand {
-        "status" | "log" | "show" | "diff" | "blame" | "shortlog" | "describe" | "rev-parse"
-        | "rev-list" | "ls-files" | "ls-tree" | "cat-file" | "show-ref" | "merge-base"
-        | "name-rev" | "whatchanged" | "count-objects" | "check-ignore" | "cherry"
-        | "for-each-ref" | "grep" | "help" | "version" | "range-diff" => {
-            if has("--output") || has("-O") || has("--open-files-in-pager") || has("--ext-diff") {
-                return refuse();
-            }
-            Ok(())
-        }
-        "branch" => {
-            let listing = [
-                "-a",
-                "-r",
-                "-v",
-                "-vv",
-                "--all",
-                "--remotes",
-                "--verbose",
-                "--list",
-                "-l",
-                "--show-current",
-                "--no-color",
-                "--color",
-                "--sort",
-                "--format",
-                "--merged",
-                "--no-merged",
-                "--contains",
-                "--no-contains",
-                "--points-at",
-                "--column",
-                "--no-column",
-            ];
-            let list_mode = has("--list") || has("-l");
-            let flags_only = args.iter().all(|arg| {
-                (!arg.starts_with('-') && list_mode)
-                    || listing
-                        .iter()
-                        .any(|flag| arg == flag || arg.starts_with(&format!("{flag}=")))
-            });
-            if flags_only { Ok(()) } else { refuse() }
-        }
-        "tag" => {
-            if args.is_empty() || has("-l") || has("--list") {
-                if has("-d") || has("--delete") || has("-a") || has("-s") || has("-f") {
-                    refuse()
-                } else {
-                    Ok(())
-                }
-            } else {
-                refuse()
-            }
-        }
-        "remote"
-            if args.is_empty()
-                || only_flags(&["-v", "--verbose"])
-                || args.first() == Some(&"get-url") =>
-        {
-            Ok(())
-        }
-        "stash" if matches!(args.first(), Some(&("list" | "show"))) => Ok(()),
-        "reflog" if args.is_empty() || args.first() == Some(&"show") => Ok(()),
-        "worktree" if args.first() == Some(&"list") => Ok(()),
-        "submodule" if args.first() == Some(&"status") => Ok(()),
-        "config" => {
-            let reads = [
-                "--get",
-                "--get-all",
-                "--get-regexp",
-                "--list",
-                "-l",
-                "--show-origin",
-                "--show-scope",
-                "--global",
-                "--local",
-                "--system",
-                "--null",
-                "-z",
-                "--name-only",
-                "--type",
-                "--default",
-                "--includes",
-            ];
-            let reading = has("--get")
-                || has("--get-all")
-                || has("--get-regexp")
-                || has("--list")
-                || has("-l");
-            let writing = args.iter().any(|arg| {
-                arg.starts_with('-')
-                    && !reads.iter().any(|flag| arg == flag || arg.starts_with(&format!("{flag}=")))
-            });
-            if reading && !writing { Ok(()) } else { refuse() }
-        }
-        _ => refuse(),
-    }
 }

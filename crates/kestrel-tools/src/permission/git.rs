@@ -1,0 +1,735 @@
+//! Whether a `git` command only reads. Two things decide it: its words (a subcommand
+//! that reads, with flags from a list of harmless ones, by exact name: git takes
+//! abbreviations of long options too) and the repository it runs in. A repository's own
+//! config (`.git/config`, a worktree's or a submodule's, a bare repository's `config`)
+//! can make a reading command run programs: `core.fsmonitor`, `diff.*.textconv`,
+//! `filter.*`, `core.pager`... and a workspace may hold such a repository (a bare one, a
+//! `.git` planted by a tarball or an earlier command). So a repository whose own config
+//! sets any of those is not trusted: its git commands ask. The user's global and system
+//! config are the user's own choice and are not judged.
+
+use std::path::{Path, PathBuf};
+
+/// Where a command may be running: each directory it might be in, or unknown.
+pub(crate) type Places<'a> = Option<&'a [PathBuf]>;
+
+type Verdict = Result<(), String>;
+
+/// The flags (long: exact names, with or without `=value`) of the reading subcommands
+/// that change nothing and run nothing.
+const SAFE_LONG: &[&str] = &[
+    // diff output
+    "patch",
+    "no-patch",
+    "unified",
+    "raw",
+    "patch-with-raw",
+    "patch-with-stat",
+    "indent-heuristic",
+    "no-indent-heuristic",
+    "minimal",
+    "patience",
+    "histogram",
+    "anchored",
+    "diff-algorithm",
+    "stat",
+    "stat-width",
+    "stat-name-width",
+    "stat-count",
+    "stat-graph-width",
+    "compact-summary",
+    "numstat",
+    "shortstat",
+    "dirstat",
+    "cumulative",
+    "dirstat-by-file",
+    "summary",
+    "name-only",
+    "name-status",
+    "submodule",
+    "color",
+    "no-color",
+    "color-moved",
+    "no-color-moved",
+    "color-moved-ws",
+    "no-color-moved-ws",
+    "word-diff",
+    "word-diff-regex",
+    "color-words",
+    "no-renames",
+    "renames",
+    "rename-empty",
+    "no-rename-empty",
+    "check",
+    "ws-error-highlight",
+    "full-index",
+    "binary",
+    "abbrev",
+    "no-abbrev",
+    "break-rewrites",
+    "find-renames",
+    "find-copies",
+    "find-copies-harder",
+    "irreversible-delete",
+    "diff-filter",
+    "pickaxe-all",
+    "pickaxe-regex",
+    "skip-to",
+    "rotate-to",
+    "relative",
+    "no-relative",
+    "text",
+    "ignore-cr-at-eol",
+    "ignore-space-at-eol",
+    "ignore-space-change",
+    "ignore-all-space",
+    "ignore-blank-lines",
+    "ignore-matching-lines",
+    "inter-hunk-context",
+    "function-context",
+    "exit-code",
+    "quiet",
+    "no-ext-diff",
+    "no-textconv",
+    "ignore-submodules",
+    "src-prefix",
+    "dst-prefix",
+    "no-prefix",
+    "default-prefix",
+    "line-prefix",
+    "ita-invisible-in-index",
+    "ita-visible-in-index",
+    "cached",
+    "staged",
+    "merge-base",
+    "no-index",
+    "output-indicator-new",
+    "output-indicator-old",
+    "output-indicator-context",
+    // log and revision walking
+    "oneline",
+    "pretty",
+    "format",
+    "abbrev-commit",
+    "no-abbrev-commit",
+    "encoding",
+    "expand-tabs",
+    "no-expand-tabs",
+    "notes",
+    "no-notes",
+    "show-notes",
+    "standard-notes",
+    "no-standard-notes",
+    "relative-date",
+    "date",
+    "parents",
+    "children",
+    "left-right",
+    "graph",
+    "show-linear-break",
+    "decorate",
+    "no-decorate",
+    "decorate-refs",
+    "decorate-refs-exclude",
+    "clear-decorations",
+    "source",
+    "mailmap",
+    "no-mailmap",
+    "use-mailmap",
+    "no-use-mailmap",
+    "full-diff",
+    "log-size",
+    "max-count",
+    "skip",
+    "since",
+    "after",
+    "until",
+    "before",
+    "since-as-filter",
+    "author",
+    "committer",
+    "grep-reflog",
+    "grep",
+    "all-match",
+    "invert-grep",
+    "regexp-ignore-case",
+    "basic-regexp",
+    "extended-regexp",
+    "fixed-strings",
+    "perl-regexp",
+    "remove-empty",
+    "merges",
+    "no-merges",
+    "min-parents",
+    "max-parents",
+    "no-min-parents",
+    "no-max-parents",
+    "first-parent",
+    "exclude-first-parent-only",
+    "not",
+    "all",
+    "branches",
+    "tags",
+    "remotes",
+    "glob",
+    "exclude",
+    "exclude-hidden",
+    "reflog",
+    "alternate-refs",
+    "single-worktree",
+    "ignore-missing",
+    "cherry-mark",
+    "cherry-pick",
+    "left-only",
+    "right-only",
+    "cherry",
+    "walk-reflogs",
+    "merge",
+    "boundary",
+    "simplify-by-decoration",
+    "show-pulls",
+    "full-history",
+    "dense",
+    "sparse",
+    "simplify-merges",
+    "ancestry-path",
+    "topo-order",
+    "date-order",
+    "author-date-order",
+    "reverse",
+    "no-walk",
+    "do-walk",
+    "count",
+    "diff-merges",
+    "no-diff-merges",
+    "combined-all-paths",
+    "dd",
+    "cc",
+    "follow",
+    "timestamp",
+    "objects",
+    "objects-edge",
+    "in-commit-order",
+    "no-object-names",
+    // status
+    "short",
+    "branch",
+    "show-stash",
+    "porcelain",
+    "long",
+    "verbose",
+    "untracked-files",
+    "ignored",
+    "column",
+    "no-column",
+    "ahead-behind",
+    "no-ahead-behind",
+    "null",
+    // blame, shortlog, describe
+    "root",
+    "show-stats",
+    "score-debug",
+    "show-name",
+    "show-number",
+    "show-email",
+    "line-porcelain",
+    "incremental",
+    "contents",
+    "ignore-rev",
+    "ignore-revs-file",
+    "color-lines",
+    "color-by-age",
+    "no-progress",
+    "numbered",
+    "email",
+    "group",
+    "contains",
+    "candidates",
+    "exact-match",
+    "debug",
+    "match",
+    "always",
+    "dirty",
+    "broken",
+    // rev-parse
+    "verify",
+    "short",
+    "abbrev-ref",
+    "symbolic",
+    "symbolic-full-name",
+    "show-toplevel",
+    "show-prefix",
+    "show-cdup",
+    "git-dir",
+    "git-common-dir",
+    "absolute-git-dir",
+    "is-inside-work-tree",
+    "is-inside-git-dir",
+    "is-bare-repository",
+    "is-shallow-repository",
+    "show-superproject-working-tree",
+    "shared-index-path",
+    "sq",
+    "default",
+    "prefix",
+    "local-env-vars",
+    "path-format",
+    "git-path",
+    "show-object-format",
+    "show-ref-format",
+    "revs-only",
+    "no-revs",
+    "flags",
+    "no-flags",
+    "disambiguate",
+    "symbolic",
+    // ls-files, ls-tree, cat-file, show-ref, merge-base, name-rev, others
+    "deleted",
+    "modified",
+    "others",
+    "stage",
+    "unmerged",
+    "killed",
+    "directory",
+    "no-empty-directory",
+    "eol",
+    "deduplicate",
+    "exclude-from",
+    "exclude-per-directory",
+    "exclude-standard",
+    "no-exclude-standard",
+    "error-unmatch",
+    "with-tree",
+    "full-name",
+    "recurse-submodules",
+    "resolve-undo",
+    "full-tree",
+    "object-only",
+    "batch",
+    "batch-check",
+    "batch-all-objects",
+    "buffer",
+    "follow-symlinks",
+    "unordered",
+    "allow-unknown-type",
+    "head",
+    "heads",
+    "hash",
+    "dereference",
+    "exists",
+    "octopus",
+    "independent",
+    "is-ancestor",
+    "fork-point",
+    "refs",
+    "name-only",
+    "no-undefined",
+    "human-readable",
+    "non-matching",
+    "sort",
+    "points-at",
+    "merged",
+    "no-merged",
+    "no-contains",
+    "ignore-case",
+    "omit-empty",
+    "shell",
+    "perl",
+    "python",
+    "tcl",
+    "untracked",
+    "word-regexp",
+    "invert-match",
+    "line-number",
+    "files-with-matches",
+    "files-without-match",
+    "only-matching",
+    "break",
+    "heading",
+    "show-function",
+    "context",
+    "after-context",
+    "before-context",
+    "max-depth",
+    "threads",
+    "and",
+    "or",
+    "creation-factor",
+    "no-dual-color",
+    "build-options",
+    "end-of-options",
+];
+
+/// Short flags are letters and digits (`-5`, `-U3`, `-Sfoo`): every one of them is
+/// harmless in the reading subcommands except `-O` (`git grep -O` opens files in a
+/// pager that may be any program).
+fn short_flags_ok(bundle: &str) -> bool {
+    !bundle.is_empty()
+        && bundle.chars().all(|c| (c.is_ascii_alphanumeric() && c != 'O') || c == '%')
+}
+
+/// Every flag in `args` is a harmless one.
+fn flags_ok(args: &[&str]) -> Verdict {
+    for arg in args {
+        if *arg == "--" {
+            break;
+        }
+        let harmless = match arg.strip_prefix("--") {
+            Some(long) => SAFE_LONG.contains(&long.split('=').next().unwrap_or(long)),
+            None => match arg.strip_prefix('-') {
+                Some(bundle) => short_flags_ok(bundle),
+                None => true,
+            },
+        };
+        if !harmless {
+            return Err(format!("`git {arg}` is not a flag known to be harmless"));
+        }
+    }
+    Ok(())
+}
+
+/// Subcommands that only read, whatever their (listed) flags.
+const READING: [&str; 23] = [
+    "status",
+    "log",
+    "show",
+    "diff",
+    "blame",
+    "shortlog",
+    "describe",
+    "rev-parse",
+    "rev-list",
+    "ls-files",
+    "ls-tree",
+    "cat-file",
+    "show-ref",
+    "merge-base",
+    "name-rev",
+    "whatchanged",
+    "count-objects",
+    "check-ignore",
+    "cherry",
+    "for-each-ref",
+    "grep",
+    "version",
+    "range-diff",
+];
+
+/// `Ok(())` when `git ARGS` run in any of `places` only reads.
+pub(crate) fn judge(args: &[&str], places: Places) -> Verdict {
+    let mut rest = args;
+    let mut directories: Vec<String> = Vec::new();
+    // Global options before the subcommand: only those that change nothing. `-c`,
+    // `--exec-path`, `--git-dir`, `--work-tree`, `-p` (a pager)... ask.
+    loop {
+        match rest.first() {
+            Some(&"-C") if rest.len() > 1 => {
+                directories.push(rest[1].to_string());
+                rest = &rest[2..];
+            }
+            Some(
+                &("--no-pager"
+                | "-P"
+                | "--no-optional-locks"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--no-replace-objects"),
+            ) => rest = &rest[1..],
+            Some(arg) if arg.starts_with('-') => {
+                return Err(format!("`git {arg}` can make git run other programs"));
+            }
+            _ => break,
+        }
+    }
+    let Some((subcommand, args)) = rest.split_first() else { return Ok(()) };
+    subcommand_reads(subcommand, args)?;
+    let Some(places) = places else {
+        return Err("git runs in a directory that is not known before the command runs \
+                    (after a `cd`), so its repository's config cannot be checked"
+            .into());
+    };
+    for place in places {
+        let mut dir = place.clone();
+        for directory in &directories {
+            dir = crate::workspace::normalize(&dir.join(directory));
+        }
+        if let Some(reason) = repository_risk(&dir) {
+            return Err(reason);
+        }
+    }
+    Ok(())
+}
+
+fn subcommand_reads(subcommand: &str, args: &[&str]) -> Verdict {
+    let has =
+        |flag: &str| args.iter().any(|arg| *arg == flag || arg.starts_with(&format!("{flag}=")));
+    let only = |allowed: &[&str]| {
+        args.iter().all(|arg| {
+            !arg.starts_with('-')
+                || allowed.iter().any(|flag| arg == flag || arg.starts_with(&format!("{flag}=")))
+        })
+    };
+    let refuse = || Err(format!("`git {subcommand}` with these arguments can change things"));
+    match subcommand {
+        _ if READING.contains(&subcommand) => flags_ok(args),
+        "branch" => {
+            const LISTING: [&str; 22] = [
+                "-a",
+                "-r",
+                "-v",
+                "-vv",
+                "--all",
+                "--remotes",
+                "--verbose",
+                "--list",
+                "-l",
+                "--show-current",
+                "--no-color",
+                "--color",
+                "--sort",
+                "--format",
+                "--merged",
+                "--no-merged",
+                "--contains",
+                "--no-contains",
+                "--points-at",
+                "--column",
+                "--no-column",
+                "--ignore-case",
+            ];
+            let listing = has("--list") || has("-l");
+            let operands = args.iter().any(|arg| !arg.starts_with('-'));
+            if only(&LISTING) && (listing || !operands) { Ok(()) } else { refuse() }
+        }
+        "tag" => {
+            const LISTING: [&str; 14] = [
+                "-l",
+                "--list",
+                "-n",
+                "--sort",
+                "--format",
+                "--contains",
+                "--no-contains",
+                "--merged",
+                "--no-merged",
+                "--points-at",
+                "--column",
+                "--no-column",
+                "--color",
+                "-i",
+            ];
+            let listing = args.is_empty() || has("-l") || has("--list");
+            let operands = args.iter().any(|arg| !arg.starts_with('-'));
+            if only(&LISTING) && (listing || !operands) { Ok(()) } else { refuse() }
+        }
+        "remote"
+            if args.is_empty() || args.iter().all(|arg| matches!(*arg, "-v" | "--verbose")) =>
+        {
+            Ok(())
+        }
+        "remote" if args.first() == Some(&"get-url") && only(&["--push", "--all"]) => Ok(()),
+        "stash" if matches!(args.first(), Some(&("list" | "show"))) => flags_ok(&args[1..]),
+        "reflog" if args.is_empty() || args.first() == Some(&"show") => {
+            flags_ok(args.get(1..).unwrap_or_default())
+        }
+        "worktree" if args.first() == Some(&"list") => flags_ok(&args[1..]),
+        "config" => {
+            const READS: [&str; 16] = [
+                "--get",
+                "--get-all",
+                "--get-regexp",
+                "--list",
+                "-l",
+                "--show-origin",
+                "--show-scope",
+                "--global",
+                "--local",
+                "--system",
+                "--null",
+                "-z",
+                "--name-only",
+                "--type",
+                "--default",
+                "--includes",
+            ];
+            let reading = has("--get")
+                || has("--get-all")
+                || has("--get-regexp")
+                || has("--list")
+                || has("-l");
+            if reading && only(&READS) { Ok(()) } else { refuse() }
+        }
+        _ => refuse(),
+    }
+}
+
+/// Why the repository that git would find from `dir` is not trusted, if it is not:
+/// its own config sets something that makes reading commands run programs, or it
+/// cannot be read.
+pub(crate) fn repository_risk(dir: &Path) -> Option<String> {
+    if std::env::var_os("GIT_DIR").is_some() || std::env::var_os("GIT_COMMON_DIR").is_some() {
+        return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
+    }
+    let git_dir = match find_git_dir(dir) {
+        Ok(Some(git_dir)) => git_dir,
+        Ok(None) => return None,
+        Err(reason) => return Some(reason),
+    };
+    let mut files = vec![git_dir.join("config"), git_dir.join("config.worktree")];
+    if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
+        let common = crate::workspace::normalize(&git_dir.join(common.trim()));
+        files.push(common.join("config"));
+        files.push(common.join("config.worktree"));
+        collect_configs(&common.join("modules"), 0, &mut files);
+    }
+    collect_configs(&git_dir.join("modules"), 0, &mut files);
+    for file in files {
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => {
+                return Some(format!("cannot read {} to check it: {error}", file.display()));
+            }
+        };
+        if let Some(setting) = risky_setting(&text) {
+            return Some(format!(
+                "the repository's own config ({}) sets `{setting}`, which can make git run \
+                 programs",
+                file.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The git directory git would use from `dir`: the first `.git` (directory, or a file
+/// naming one) on the way up, or a directory that is itself a repository (a bare one).
+fn find_git_dir(dir: &Path) -> Result<Option<PathBuf>, String> {
+    for candidate in dir.ancestors() {
+        let dot_git = candidate.join(".git");
+        if dot_git.is_dir() {
+            return Ok(Some(dot_git));
+        }
+        if dot_git.is_file() {
+            let text = std::fs::read_to_string(&dot_git)
+                .map_err(|error| format!("cannot read {}: {error}", dot_git.display()))?;
+            let Some(target) = text.trim().strip_prefix("gitdir:") else {
+                return Err(format!("{} does not name a git directory", dot_git.display()));
+            };
+            return Ok(Some(crate::workspace::normalize(&candidate.join(target.trim()))));
+        }
+        if candidate.join("HEAD").is_file() && candidate.join("objects").is_dir() {
+            return Ok(Some(candidate.to_path_buf()));
+        }
+    }
+    Ok(None)
+}
+
+/// Config files of submodules (`modules/NAME/config`, nested), a bounded walk.
+fn collect_configs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
+    const MAX_DEPTH: usize = 6;
+    const MAX_FILES: usize = 256;
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if files.len() >= MAX_FILES || depth >= MAX_DEPTH {
+            return;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            files.push(path.join("config"));
+            files.push(path.join("config.worktree"));
+            collect_configs(&path, depth + 1, files);
+        }
+    }
+}
+
+/// The first setting in a git config text that can make reading commands run a
+/// program (or an include, which brings in a file not checked); a line that cannot be
+/// read counts as one.
+fn risky_setting(text: &str) -> Option<String> {
+    let mut section = String::new();
+    let mut subsection = false;
+    let mut continued = false;
+    for raw in text.lines() {
+        let was_continued = continued;
+        continued = raw.trim_end().ends_with('\\');
+        if was_continued {
+            continue;
+        }
+        let mut line = raw.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let Some((inner, after)) = header.split_once(']') else {
+                return Some(format!("unreadable line `{line}`"));
+            };
+            let inner = inner.trim();
+            let name_end = inner.find(|c: char| c.is_whitespace() || c == '"' || c == '.');
+            section = inner[..name_end.unwrap_or(inner.len())].to_ascii_lowercase();
+            subsection = name_end.is_some();
+            if matches!(section.as_str(), "filter" | "pager" | "alias" | "include" | "includeif")
+                || matches!(section.as_str(), "gpg" | "trace2")
+            {
+                return Some(format!("[{inner}]"));
+            }
+            line = after.trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((key, value)) => (key.trim(), value.trim()),
+            None => (line, "true"),
+        };
+        let key = key.to_ascii_lowercase();
+        let value = value.trim_matches('"').to_ascii_lowercase();
+        let risky = match section.as_str() {
+            "core" => {
+                matches!(
+                    key.as_str(),
+                    "pager" | "sshcommand" | "askpass" | "gitproxy" | "alternaterefscommand"
+                ) || (key == "fsmonitor"
+                    && !matches!(value.as_str(), "false" | "no" | "off" | "0" | ""))
+            }
+            "diff" => {
+                (!subsection && key == "external")
+                    || (subsection && matches!(key.as_str(), "textconv" | "command"))
+            }
+            "log" => key == "showsignature",
+            _ => false,
+        };
+        if risky {
+            return Some(format!("{section}.{key}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn risky_settings_are_found_in_any_spelling() {
+        for text in [
+            "[core]\n\tfsmonitor = ./hook\n",
+            "[core] pager = sh -c x\n",
+            "[diff \"pdf\"]\n\ttextconv = ./x\n",
+            "[diff]\nexternal = ./x\n",
+            "[filter \"lfs\"]\nsmudge = x\n",
+            "[include]\npath = other\n",
+            "[log]\nshowSignature\n",
+            "[CORE]\nSSHCommand = x\n",
+            "[core\n",
+        ] {
+            assert!(risky_setting(text).is_some(), "{text}");
+        }
+        for text in [
+            "[core]\n\tbare = false\n\tfsmonitor = false\n",
+            "[diff]\n\tcolorMoved = zebra\n",
+            "[core]\n\teditor = a \\\n pager = y\n",
+        ] {
+            assert_eq!(risky_setting(text), None, "{text}");
+        }
+    }
+}

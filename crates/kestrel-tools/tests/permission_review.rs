@@ -1,0 +1,374 @@
+//! Findings of the security review of the permission policy (issue 3), each pinned
+//! through the public API: commands wrongly judged read-only, allow rules that matched
+//! too much, `cd` hiding where a command writes, "always" rules that were too broad.
+
+use kestrel_protocol::Mode;
+use kestrel_tools::permission::{
+    AllowList, AllowRule, Assessment, Concern, PermissionPolicy, SandboxStatus, analyze,
+};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+fn read_only(line: &str) -> bool {
+    analyze(line, Path::new("/w")).is_read_only()
+}
+
+fn policy_with(commands: &[&str], paths: &[&str]) -> PermissionPolicy {
+    let commands: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+    let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::from_config(&commands, &paths),
+    )
+}
+
+fn assess(policy: &PermissionPolicy, mode: Mode, command: &str) -> Assessment {
+    policy.assess(mode, "shell", &json!({ "command": command }).to_string(), false)
+}
+
+/// The "always" rules offered for `command` in ask mode.
+fn always(command: &str) -> Vec<AllowRule> {
+    match assess(&policy_with(&[], &[]), Mode::Ask, command) {
+        Assessment::Ask { always, .. } => always,
+        other => panic!("{command}: expected a question, got {other:?}"),
+    }
+}
+
+#[test]
+fn programs_that_write_or_run_commands_with_some_flags_are_not_read_only() {
+    for line in [
+        // GNU long options by prefix, and flags outside the harmless list.
+        "sort --outp=F file",
+        "sort --output F file",
+        "sort -T /tmp/x file",
+        "sort --compress-program=sh file",
+        "sort --rev file",
+        "uniq --sk=1 in",
+        "tree -o F",
+        "tree --fromfile list",
+        "tree -R -H x",
+        "file -C -m magic",
+        "file --preserve-date x",
+        "rg --pre ./evil x",
+        "rg --pre=./evil x",
+        "rg --hostname-bin=./evil x",
+        "rg -z x",
+        "rg --search-zip x",
+        "fd -x rm",
+        "fd --exec rm",
+        "fd -HX rm",
+        "find . -fprint F",
+        "find . -fprintf F %p",
+        "find . -fls F",
+        "find . -execdir rm {} +",
+        "find . -ok rm {} ;",
+        "find . -okdir rm {} ;",
+        "find . -delete",
+        "find . -newer x -exec rm {} ;",
+        // sed: writing or running from the script, a script file, any option not listed.
+        "sed -n 'w out' f",
+        "sed -n '1W out' f",
+        "sed '1e id' f",
+        "sed 's/a/b/e' f",
+        "sed 's/a/b/gw out' f",
+        "sed -n ':a;w F' f",
+        "sed -e p -e 'w out' f",
+        "sed -ne 'w out' f",
+        "sed -es/a/b/w\\ x f",
+        "sed -f script.sed f",
+        "sed --file=script.sed f",
+        "sed --in-place s/a/b/ f",
+        "sed -si s/a/b/ f",
+        // Builtins that assign or evaluate.
+        "printf -v x '%s' y",
+        "printf -- -v",
+        "test -v 'a[$(touch x)]'",
+        "[ -R ref ]",
+        "echo ${x@P}",
+        "echo ${!x}",
+        "echo ${a[$i]}",
+        "echo ${x:$n:1}",
+        "echo $((a[1]))",
+        "echo $((x))",
+        "echo $[x]",
+        "(( x ))",
+        "let x=1",
+        "[[ -v x ]]",
+        // Heredocs: a line continuation can build `$(` across lines.
+        "cat <<EOF\n$\\\n(touch x)\nEOF",
+        "cat <<EOF\n${x@P}\nEOF",
+        // Programs whose effect cannot be judged by flags, pagers, writers.
+        "shuf -o F x",
+        "shuf x",
+        "date --se=2020-01-01",
+        "date -s x",
+        "date +%s",
+        "hostname NAME",
+        "awk '{print}' x",
+        "xargs echo",
+        "env",
+        "env X=1 ls",
+        "less x",
+        "more x",
+        "man ls",
+        "tee out",
+        "uniq in out",
+        "xxd in out",
+        "xxd -c 8 in out",
+        // git: flags that run programs or write, global options, other subcommands.
+        "git grep -O'sh -c x' pattern",
+        "git grep -Ovim pattern",
+        "git grep --open-files-in-pager=x pattern",
+        "git grep --open pattern",
+        "git diff --ext-diff",
+        "git diff --textconv",
+        "git log --output=F",
+        "git log --out=F",
+        "git log --show-signature",
+        "git show --show-sig",
+        "git cat-file --textconv HEAD:x",
+        "git cat-file --filters HEAD:x",
+        "git -c core.pager=sh log",
+        "git -c diff.external=x diff",
+        "git --config-env=core.pager=X log",
+        "git --exec-path=/tmp log",
+        "git --git-dir=/tmp/evil log",
+        "git --work-tree=/tmp log",
+        "git -p log",
+        "git --paginate log",
+        "git help log",
+        "git stash show --ext-diff",
+        "git reflog show --output=F",
+        "git tag -l -d v1",
+        "git tag v1",
+        "git branch -D main",
+        "git config core.pager x",
+        "git config --file x --get a.b",
+    ] {
+        assert!(!read_only(line), "judged read-only: {line}");
+    }
+}
+
+#[test]
+fn harmless_uses_of_those_programs_stay_read_only() {
+    for line in [
+        "sort -rn -k2,2 -t: file",
+        "sort --key=2 --reverse --check=quiet file",
+        "uniq -c in",
+        "tree -L 2 -a --dirsfirst",
+        "file -b --mime-type x",
+        "rg -n -i --hidden -g '*.rs' -e pattern src",
+        "rg --type rust -C3 pattern",
+        "fd -t f -e rs src",
+        "find . -name '*.rs' -newermt 2020-01-01 -print0",
+        "find . -name -exec -print",
+        "find -O2 . -maxdepth 2 -type d -printf '%p\\n'",
+        "sed -n '1,5p' f",
+        "sed -ne 's/a/b/p' f",
+        "sed -E -e 's/x/y/g;/z/d' f",
+        "printf '%s\\n' x",
+        "test -f x && [ -n y ]",
+        "echo ${HOME} ${#x} ${x:-none} ${x%.rs} ${1}",
+        "echo $((1 + 2 * 3))",
+        "cat <<EOF\nplain $HOME text\nEOF",
+        "cat <<'EOF'\n$(literal) ${x@P}\\\nEOF",
+        "xxd -l 64 in",
+        "git log --oneline -5 --stat -- src",
+        "git log -S needle -p --no-ext-diff --no-textconv",
+        "git diff --cached --name-only HEAD~1",
+        "git show HEAD:Cargo.toml",
+        "git grep -n -i pattern -- src",
+        "git -C sub status --porcelain",
+        "git --no-pager blame -L 1,5 x",
+        "git tag -l 'v*'",
+        "git branch --list 'feat*'",
+        "git stash list",
+        "git config --get user.name",
+    ] {
+        assert!(read_only(line), "not read-only: {line}: {:?}", analyze(line, Path::new("/w")));
+    }
+}
+
+/// A repository directory with `config` as its own configuration.
+fn repository(config: &str) -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join(".git/objects"))?;
+    std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(dir.path().join(".git/config"), config)?;
+    Ok(dir)
+}
+
+#[test]
+fn git_in_a_repository_whose_own_config_runs_programs_is_not_read_only() {
+    let clean = repository("[core]\n\tbare = false\n\tfsmonitor = false\n").unwrap();
+    std::fs::create_dir(clean.path().join("src")).unwrap();
+    assert!(analyze("git status && git log -p", clean.path()).is_read_only());
+    assert!(analyze("git diff", &clean.path().join("src")).is_read_only());
+
+    for config in [
+        "[core]\n\tfsmonitor = ./.hooks/fs\n",
+        "[core]\n\tpager = sh -c 'touch x'\n",
+        "[diff \"bin\"]\n\ttextconv = ./conv\n",
+        "[diff]\n\texternal = ./x\n",
+        "[filter \"f\"]\n\tclean = ./x\n",
+        "[pager]\n\tlog = ./x\n",
+        "[alias]\n\tl = !./x\n",
+        "[include]\n\tpath = ../elsewhere\n",
+        "[core]\n\tsshCommand = ./x\n",
+    ] {
+        let repo = repository(config).unwrap();
+        let analysis = analyze("git diff", repo.path());
+        let [Concern::Command { reason, .. }] = &analysis.concerns[..] else {
+            panic!("{config}: {analysis:?}")
+        };
+        assert!(reason.contains("repository's own config"), "{reason}");
+        // From a subdirectory, and through `-C`, the same repository is found.
+        std::fs::create_dir(repo.path().join("sub")).unwrap();
+        assert!(!analyze("git log", &repo.path().join("sub")).is_read_only(), "{config}");
+        let parent = repo.path().parent().unwrap();
+        let name = repo.path().file_name().unwrap().to_str().unwrap();
+        assert!(!analyze(&format!("git -C {name} log"), parent).is_read_only(), "{config}");
+    }
+
+    // A bare repository in the workspace, and a `.git` file pointing at a git directory.
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::create_dir(bare.path().join("objects")).unwrap();
+    std::fs::write(bare.path().join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(bare.path().join("config"), "[core]\n\tfsmonitor = ./x\n").unwrap();
+    assert!(!analyze("git status", bare.path()).is_read_only());
+    let linked = tempfile::tempdir().unwrap();
+    let target = bare.path().display();
+    std::fs::write(linked.path().join(".git"), format!("gitdir: {target}\n")).unwrap();
+    assert!(!analyze("git log", linked.path()).is_read_only());
+    // A submodule's config counts too.
+    let parent = repository("").unwrap();
+    std::fs::create_dir_all(parent.path().join(".git/modules/lib")).unwrap();
+    std::fs::write(parent.path().join(".git/modules/lib/config"), "[core]\n\tpager = x\n").unwrap();
+    assert!(!analyze("git status", parent.path()).is_read_only());
+}
+
+#[test]
+fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
+    let policy = policy_with(&["git diff", "make", "LC_ALL=C make"], &[]);
+    assert_eq!(
+        assess(&policy, Mode::Ask, "git diff HEAD"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    for command in [
+        "GIT_EXTERNAL_DIFF=./x git diff",
+        "PAGER=./x git diff",
+        "LD_PRELOAD=./x.so make",
+        "BASH_ENV=./x make",
+        "LC_ALL=C LD_PRELOAD=./x.so make",
+        "X=$(./x) make",
+    ] {
+        let Assessment::Ask { always, .. } = assess(&policy, Mode::Ask, command) else {
+            panic!("{command} must ask")
+        };
+        // And "always" is never offered for it.
+        assert!(always.is_empty(), "{command}: {always:?}");
+    }
+    // A rule that names the assignment covers it.
+    assert_eq!(
+        assess(&policy, Mode::Ask, "LC_ALL=C make -j4"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+}
+
+#[test]
+fn cd_moves_where_relative_writes_land() {
+    // Allowed: writes under /w/allowed only.
+    let policy = policy_with(&["rm"], &["/w/allowed"]);
+    for command in [
+        "cd .. && echo x > allowed/f",
+        "cd /etc; cat /dev/null > x",
+        "(cd allowed); echo x > f",
+        "cd allowed || true; echo x > f",
+        "cd $DIR && echo x > allowed/f",
+        "cd - && echo x > allowed/f",
+        "pushd /tmp && echo x > allowed/f",
+        "bash -c 'cd /etc' && echo x > allowed/f",
+    ] {
+        assert!(
+            matches!(assess(&policy, Mode::Ask, command), Assessment::Ask { .. }),
+            "{command} ran without asking"
+        );
+    }
+    // Every place a write may land is named, and an unknown one has no path to allow.
+    let analysis = analyze("cd sub; echo x > out", Path::new("/w"));
+    let paths: Vec<_> = analysis
+        .concerns
+        .iter()
+        .map(|concern| match concern {
+            Concern::Write { path, .. } => path.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(paths, [Some(PathBuf::from("/w/out")), Some(PathBuf::from("/w/sub/out"))]);
+    let analysis = analyze("cd \"$X\" && echo x > out", Path::new("/w"));
+    assert!(matches!(&analysis.concerns[..], [Concern::Write { path: None, .. }]), "{analysis:?}");
+    // Absolute targets do not depend on `cd`; a relative one needs a rule for every
+    // place it may land (each `cd` may or may not have happened).
+    assert_eq!(
+        assess(&policy, Mode::Ask, "cd /etc && echo x > /w/allowed/f"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    assert_eq!(
+        assess(&policy, Mode::Ask, "cd allowed/a && cd b && echo x > allowed/c"),
+        Assessment::Ask {
+            summary: assess_summary(&policy, "cd allowed/a && cd b && echo x > allowed/c"),
+            always: vec![
+                AllowRule::Path(PathBuf::from("/w/allowed/c")),
+                AllowRule::Path(PathBuf::from("/w/allowed/a/allowed/c")),
+                AllowRule::Path(PathBuf::from("/w/b/allowed/c")),
+                AllowRule::Path(PathBuf::from("/w/allowed/a/b/allowed/c")),
+            ],
+            run_as: Mode::Ask,
+        }
+    );
+    // git after a cd somewhere unknown cannot have its repository checked.
+    assert!(!read_only("cd \"$X\" && git status"));
+}
+
+fn assess_summary(policy: &PermissionPolicy, command: &str) -> String {
+    match assess(policy, Mode::Ask, command) {
+        Assessment::Ask { summary, .. } => summary,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn always_rules_are_no_broader_than_the_command_needs() {
+    let command = |rule: &str| vec![AllowRule::CommandPrefix(rule.into())];
+    assert_eq!(always("cargo test --release"), command("cargo test"));
+    assert_eq!(always("git push origin main"), command("git push"));
+    assert_eq!(always("npm run build -- --prod"), command("npm run build"));
+    assert_eq!(always("docker compose up -d"), command("docker compose up"));
+    assert_eq!(always("python3 x.py --flag"), command("python3 x.py --flag"));
+    assert_eq!(always("python3.12 -m pytest"), command("python3.12 -m pytest"));
+    assert_eq!(always("node build.js"), command("node build.js"));
+    assert_eq!(always("find . -delete"), command("find . -delete"));
+    assert_eq!(always("rm -rf build"), command("rm -rf build"));
+    assert_eq!(always("make install"), command("make install"));
+    for none in [
+        "git -c a=b status",
+        "git -C /x push",
+        "cargo +nightly build",
+        "make -j4 install",
+        "python3",
+        "node",
+        "xargs",
+        "GIT_DIR=x git push",
+        "rm \"$X\"",
+        "rm 'a b'",
+    ] {
+        assert_eq!(always(none), [], "{none}");
+    }
+    // The rule offered covers what was asked and not more.
+    let mut policy = policy_with(&[], &[]);
+    policy.remember(&always("python3 x.py"));
+    assert_eq!(assess(&policy, Mode::Ask, "python3 x.py"), Assessment::Allow { run_as: Mode::Ask });
+    assert!(matches!(assess(&policy, Mode::Ask, "python3 y.py"), Assessment::Ask { .. }));
+    assert!(matches!(assess(&policy, Mode::Ask, "python3 -c 'x'"), Assessment::Ask { .. }));
+}
