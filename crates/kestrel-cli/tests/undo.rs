@@ -1,12 +1,15 @@
 //! `kestrel undo` end to end: a scripted session writes, edits, patches and runs shell
 //! commands that change files; undo puts every file back, refuses files the user
-//! changed since (listing them, touching nothing), and `--force` overwrites them.
+//! changed since (listing them, touching nothing), and `--force` overwrites them; a
+//! session the daemon runs is undone by its worker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod daemon_support;
 
 use common::{TestEnv, Wire, stderr, stdout};
+use daemon_support::DaemonTest;
 use kestrel_testkit::{Script, Step};
 use serde_json::json;
 use std::path::Path;
@@ -177,4 +180,84 @@ fn bad_undo_requests_are_clear_errors() {
     let output = env.kestrel(&["undo", "no-such-session"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("no-such-session"), "{}", stderr(&output));
+}
+
+/// A session the daemon runs: `_kestrel/session/undo` through the daemon (dry run,
+/// refusal with every file, bad params, nothing to undo), and `kestrel undo` while the
+/// daemon holds the session, which goes through the daemon too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_of_a_session_the_daemon_runs_goes_through_its_worker() {
+    let test = DaemonTest::new(Script::new(changing_turn())).with_var("KESTREL_MODE", "auto");
+    prepare(&test.env);
+    let client = test.client().await;
+    let id = client.new_session(test.env.work.path()).await;
+    let answer = client.prompt(&id, "change things").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    assert_eq!(read(&test.env, "gen.txt").unwrap(), "generated\n");
+
+    let undo = |extra: serde_json::Value| {
+        let mut params = json!({ "sessionId": id });
+        params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        params
+    };
+    let error = client.request("_kestrel/session/undo", undo(json!({"turns": 0}))).await;
+    assert_eq!(error.unwrap_err().code, -32602);
+
+    let dry = client.request("_kestrel/session/undo", undo(json!({"dryRun": true}))).await.unwrap();
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    assert_eq!(dry["turns"], json!([1]));
+    let removed = dry["files"].as_array().unwrap().iter().any(|file| {
+        file["path"].as_str().unwrap().ends_with("src/new.rs") && file["action"] == "removed"
+    });
+    assert!(removed, "{dry}");
+    assert_eq!(read(&test.env, "gen.txt").unwrap(), "generated\n", "a dry run changes nothing");
+
+    write(&test.env, "edited.txt", "the user's own work\n");
+    let error = client.request("_kestrel/session/undo", undo(json!({}))).await.unwrap_err();
+    assert_eq!(error.code, -32010, "{error:?}");
+    let files = &error.data.as_ref().unwrap()["files"];
+    assert!(files[0]["path"].as_str().unwrap().ends_with("edited.txt"), "{files}");
+    assert_eq!(files[0]["reason"], "changed since turn 1");
+
+    // `kestrel undo` while the daemon holds the session: through its worker.
+    let output = test.command(&["undo"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("edited.txt (changed since turn 1)"), "{}", stderr(&output));
+    let output = test.command(&["undo", "--force"]).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with(&format!("undid turn 1 of session {id}")), "{text}");
+    assert!(text.contains("restored edited.txt (overwriting changes made since"), "{text}");
+    assert_eq!(read(&test.env, "edited.txt").unwrap(), "before\n");
+    assert!(read(&test.env, "gen.txt").is_none());
+    assert_eq!(read(&test.env, "doomed.txt").unwrap(), "precious\n");
+
+    let error = client.request("_kestrel/session/undo", undo(json!({}))).await.unwrap_err();
+    assert_eq!(error.code, -32011, "{error:?}");
+    assert!(error.message.contains("nothing to undo"), "{}", error.message);
+    client.close().await;
+    test.stop_daemon();
+}
+
+/// A session another process holds that is not the daemon's: the reason, exactly.
+#[test]
+fn undo_of_a_session_held_elsewhere_says_which_and_what_to_do() {
+    let env = TestEnv::new(Wire::Chat, Script::new(changing_turn()));
+    prepare(&env);
+    assert!(env.kestrel(&["exec", "change things"]).status.success());
+    let record = env.records()[0].clone();
+    let id = record.file_stem().unwrap().to_str().unwrap().to_string();
+    let home = kestrel_store::KestrelHome::at(env.home.path());
+    let (_held, _) =
+        kestrel_store::SessionRecord::open(&home, &kestrel_protocol::SessionId::from_string(&id))
+            .unwrap();
+    let output = env.kestrel(&["undo"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains(&format!("session {id} is open in another process"))
+            && message.contains("once that process has finished"),
+        "{message}"
+    );
+    assert_eq!(read(&env, "gen.txt").unwrap(), "generated\n");
 }

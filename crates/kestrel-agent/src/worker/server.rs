@@ -20,6 +20,7 @@ use kestrel_model::{ClientOptions, ReasoningEffort};
 use kestrel_protocol::jsonrpc::{Connection, Incoming, Notification, Request, RequestId, RpcError};
 use kestrel_protocol::{Mode, SessionId, StopReason, acp};
 use kestrel_store::{Config, SessionIndex, StoreError};
+use kestrel_tools::checkpoint::UndoError;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -140,6 +141,9 @@ impl Server {
         }
         if method == acp::kestrel::SESSION_COMPACT {
             return self.compact(id, params);
+        }
+        if method == acp::kestrel::SESSION_UNDO {
+            return Reply::Now(self.undo(params));
         }
         if method.starts_with('_') {
             return Reply::Now(Err(RpcError::method_not_found(&method)));
@@ -433,6 +437,23 @@ impl Server {
             let _ = finished.send(TurnDone { session, request: id, result }).await;
         });
         Reply::Later
+    }
+
+    /// `_kestrel/session/undo`: puts back the files of the last turns, between turns.
+    fn undo(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::kestrel::UndoSessionRequest =
+            serde_json::from_value(params).map_err(|error| {
+                let method = acp::kestrel::SESSION_UNDO;
+                RpcError::invalid_params(format!("invalid params for {method}: {error}"))
+            })?;
+        let options = kestrel_tools::checkpoint::undo_options(&request)?;
+        let live = live_session(&mut self.live, &request.session_id)?;
+        let Turn::Idle(session) = &mut live.turn else {
+            let message = format!("a prompt is running in session {}: undo after it ends", live.id);
+            return Err(RpcError::new(RpcError::INVALID_REQUEST, message));
+        };
+        let report = session.undo(&options).map_err(UndoError::into_rpc)?;
+        json(report.into_response())
     }
 
     async fn history(&mut self, id: RequestId, params: Value) -> Reply {
