@@ -432,3 +432,31 @@ async fn the_parents_usage_update_cost_includes_its_subagents_live_and_after_a_r
     client.settle(Duration::from_millis(300)).await;
     close(&last_cost(&client.updates(&parent)), total);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_that_fails_midway_leaves_no_live_child_behind() {
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "d", "prompt": "p", "model": "nonesuch/model"}),
+        ),
+        Step::text("gave up"),
+    ]));
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    // The child's worker starts and creates its session, then its model is refused.
+    let answer = client.prompt(&parent, "delegate").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    let requests = test.env.requests();
+    assert_eq!(requests.len(), 2, "the child never asked the model");
+    let result = body_text(&requests[1]);
+    assert!(result.contains("could not start") && result.contains("nonesuch"), "{result}");
+    eventually("the half-started child to be gone from the daemon", || {
+        let status = test.status();
+        let sessions = status["sessions"].as_array().cloned().unwrap_or_default();
+        sessions.len() == 1 && sessions[0]["sessionId"] == parent.as_str()
+    })
+    .await;
+    client.settle(Duration::from_millis(50)).await;
+}

@@ -366,6 +366,31 @@ impl Router {
         let (reply, answer) = oneshot::channel();
         supervisor::launch(self.clone(), session.clone(), Bootstrap::Spawn { params, reply });
         let child_id = answer.await.unwrap_or_else(|_| Err(RpcError::closed()))?;
+        // All or nothing: a child that cannot be set up and prompted is closed, not left
+        // live without a turn (its worker exits and it leaves the router).
+        if let Err(error) = self.start_child_turn(&session, &child_id, &spawn).await {
+            let worker = {
+                let mut state = session.state();
+                state.closing = true;
+                state.worker.clone()
+            };
+            if let Some(worker) = worker {
+                worker.close_stdin();
+            }
+            self.log.line(format!("child session {child_id} closed: {}", error.message));
+            return Err(error);
+        }
+        self.log.line(format!("spawned child session {child_id}"));
+        Ok(json!({"sessionId": child_id}))
+    }
+
+    /// Sets a new child's mode and model and sends its prompt.
+    async fn start_child_turn(
+        &self,
+        session: &Arc<LiveSession>,
+        child_id: &str,
+        spawn: &Value,
+    ) -> Result<(), RpcError> {
         let worker = session.live_worker(self.settings.start_timeout).await?;
         if let Some(mode) = spawn.get("mode").and_then(Value::as_str) {
             worker
@@ -380,9 +405,7 @@ impl Router {
         let params = json!({"sessionId": child_id, "prompt": [{"type": "text", "text": prompt}]});
         // The child's turn is answered to nobody: its result is in its record and updates.
         let (turn_done, _) = oneshot::channel();
-        worker.send_request("session/prompt", params, Pending::Daemon(turn_done)).await?;
-        self.log.line(format!("spawned child session {child_id}"));
-        Ok(json!({"sessionId": child_id}))
+        worker.send_request("session/prompt", params, Pending::Daemon(turn_done)).await
     }
 
     /// Asks every worker to exit (stdin closed), kills what is left after the grace
