@@ -5,20 +5,25 @@
 //! call always returns.
 //!
 //! Confinement by mode: in `auto` the command runs in the OS sandbox (writes only to
-//! the workspace and temp directories, the network only if `[sandbox] network`), and
-//! without a sandbox it does not run at all (the permission policy asks first, and an
-//! approved call runs as in `ask`); in `read-only` it runs in a sandbox that cannot
-//! write the workspace, where one exists; in `ask` (approved or known read-only) and
-//! `yolo` it runs unconfined.
+//! the workspace and temp directories, never to `.git`, `.kestrel` or `$KESTREL_HOME`,
+//! the network only if `[sandbox] network`), and without a sandbox it does not run at
+//! all (the permission policy asks first, and an approved call runs as in `ask`); in
+//! `read-only`, and for a command `ask` lets through as known read-only, it runs in a
+//! sandbox that cannot write the workspace, where one exists, so a misjudged command
+//! still cannot write; an approved command in `ask` and everything in `yolo` run
+//! unconfined. Every command runs in a new session, without a controlling terminal.
 
 use crate::arguments::{self, optional_u64};
 use crate::output::{DEFAULT_KEEP, HeadTail};
+use crate::permission::analyze;
+use crate::workspace::normalize;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
 use kestrel_platform::{Sandbox, SandboxPolicy, SandboxUnavailable, process};
 use kestrel_protocol::Mode;
+use kestrel_store::KestrelHome;
 use serde::Deserialize;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -88,18 +93,35 @@ impl ShellTool {
         }
     }
 
-    /// The command for `script` confined as `context.mode` requires, or the error output
-    /// when it must not run.
-    fn command(&self, script: &str, context: &ToolContext) -> Result<Command, ToolOutput> {
-        let policy = match context.mode {
-            Mode::Ask | Mode::Yolo => return Ok(process::shell_command(script)),
-            Mode::Auto => SandboxPolicy::workspace_write(&context.workspace, context.network),
-            Mode::ReadOnly => SandboxPolicy::read_only(context.network),
+    /// The command for `script` (run in `workdir`) confined as `context.mode` requires,
+    /// or the error output when it must not run.
+    fn command(
+        &self,
+        script: &str,
+        workdir: &Path,
+        context: &ToolContext,
+    ) -> Result<Command, ToolOutput> {
+        let confined_read_only = match context.mode {
+            Mode::Yolo => return Ok(process::shell_command(script)),
+            // The same judgement that let it through without asking (permission policy).
+            Mode::Ask if analyze(script, &normalize(workdir)).is_read_only() => true,
+            Mode::Ask => return Ok(process::shell_command(script)),
+            Mode::Auto => false,
+            Mode::ReadOnly => true,
         };
+        let mut policy = if confined_read_only {
+            SandboxPolicy::read_only(context.network)
+        } else {
+            SandboxPolicy::workspace_write(&context.workspace, context.network)
+        };
+        // Records, config and the daemon's socket: never the command's to change.
+        if let Ok(home) = KestrelHome::from_env() {
+            policy = policy.protect(home.root());
+        }
         let sandbox = match self.sandbox(context.network) {
             Ok(sandbox) => sandbox,
-            // Read-only mode runs only commands the policy found read-only.
-            Err(_) if context.mode == Mode::ReadOnly => return Ok(process::shell_command(script)),
+            // Read-only commands (by the policy's judgement) run without one.
+            Err(_) if confined_read_only => return Ok(process::shell_command(script)),
             Err(unavailable) => {
                 return Err(ToolOutput::error(format!(
                     "{unavailable}. In auto mode commands run only inside the sandbox, so this \
@@ -176,7 +198,7 @@ impl Tool for ShellTool {
                     paths::display(context, &workdir)
                 ));
             }
-            let command = match self.command(&arguments.command, context) {
+            let command = match self.command(&arguments.command, &workdir, context) {
                 Ok(command) => command,
                 Err(output) => return output,
             };

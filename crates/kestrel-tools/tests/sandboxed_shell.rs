@@ -138,3 +138,45 @@ async fn without_a_sandbox_auto_refuses_and_ask_runs_unconfined() {
     let output = shell(none(), &context(workspace.path(), Mode::ReadOnly, false), "ls").await;
     assert!(ok(&output).contains("ran.txt"));
 }
+
+#[tokio::test]
+async fn in_ask_known_read_only_commands_run_confined_and_approved_ones_do_not() {
+    // The seccomp filter shows in /proc/self/status: mode 2 inside the sandbox.
+    let status = "grep '^Seccomp:' /proc/self/status";
+    for (name, tool) in tools() {
+        let workspace = scratch();
+        let ctx = context(workspace.path(), Mode::Ask, false);
+        let output = shell(tool.clone(), &ctx, status).await;
+        assert!(ok(&output).contains("Seccomp:\t2"), "{name}: {}", output.content);
+        // Not known read-only, so the policy asked and the user approved: unconfined.
+        let output = shell(tool, &ctx, &format!("touch made.txt && {status}")).await;
+        assert!(ok(&output).contains("Seccomp:\t0"), "{name}: {}", output.content);
+        assert!(workspace.path().join("made.txt").exists(), "{name}");
+    }
+    // Without a sandbox, a read-only command still runs (unconfined).
+    let none = ShellTool::default().with_sandbox(Err(SandboxUnavailable { reason: "none".into() }));
+    let workspace = scratch();
+    let output = shell(none, &context(workspace.path(), Mode::Ask, false), status).await;
+    assert!(ok(&output).contains("Seccomp:\t0"), "{}", output.content);
+}
+
+#[tokio::test]
+async fn in_auto_git_metadata_and_project_config_are_read_only_and_yolo_may_change_them() {
+    for (name, tool) in tools() {
+        let workspace = scratch();
+        std::fs::create_dir_all(workspace.path().join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(workspace.path().join(".kestrel")).unwrap();
+        let hook = workspace.path().join(".git/hooks/pre-commit");
+        let config = workspace.path().join(".kestrel/config.toml");
+        let command = "echo evil > .git/hooks/pre-commit; echo evil > .kestrel/config.toml; \
+                       echo fine > notes.txt && cat notes.txt";
+        let output =
+            shell(tool.clone(), &context(workspace.path(), Mode::Auto, false), command).await;
+        assert!(output.content.contains("fine"), "{name}: {}", output.content);
+        assert!(!hook.exists() && !config.exists(), "{name}: {}", output.content);
+
+        let output = shell(tool, &context(workspace.path(), Mode::Yolo, false), command).await;
+        ok(&output);
+        assert!(hook.exists() && config.exists(), "{name}");
+    }
+}
