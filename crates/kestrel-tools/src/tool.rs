@@ -146,7 +146,8 @@ pub trait ToolSource: Send + Sync {
 /// The tools of a session, by name: fixed ones plus those of its [`ToolSource`]s.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Vec<Arc<dyn Tool>>,
+    /// Each fixed tool with its name, so a look-up does not build every definition.
+    tools: Vec<(String, Arc<dyn Tool>)>,
     sources: Vec<Arc<dyn ToolSource>>,
 }
 
@@ -158,8 +159,8 @@ impl ToolRegistry {
     /// Adds a tool; one with the same name is replaced.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let name = tool.definition().name;
-        self.tools.retain(|existing| existing.definition().name != name);
-        self.tools.push(tool);
+        self.tools.retain(|(existing, _)| *existing != name);
+        self.tools.push((name, tool));
     }
 
     /// Adds a source of tools that may change while the session runs.
@@ -170,13 +171,13 @@ impl ToolRegistry {
     /// The definitions to send with a model request: the fixed tools, then each
     /// source's tools as they are now.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        let fixed = self.tools.iter().map(|tool| tool.definition());
+        let fixed = self.tools.iter().map(|(_, tool)| tool.definition());
         let dynamic = self.sources.iter().flat_map(|source| source.tools());
         fixed.chain(dynamic.map(|tool| tool.definition())).collect()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        if let Some(tool) = self.tools.iter().find(|tool| tool.definition().name == name) {
+        if let Some((_, tool)) = self.tools.iter().find(|(known, _)| known == name) {
             return Some(tool.clone());
         }
         self.sources.iter().find_map(|source| source.find(name))
@@ -184,7 +185,7 @@ impl ToolRegistry {
 
     /// Waits until every source knows `name` for what it is (see [`ToolSource::settle`]).
     pub async fn settle(&self, name: &str) {
-        if self.tools.iter().any(|tool| tool.definition().name == name) {
+        if self.tools.iter().any(|(known, _)| known == name) {
             return;
         }
         for source in &self.sources {

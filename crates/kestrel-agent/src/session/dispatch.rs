@@ -82,13 +82,20 @@ impl Session {
             } else {
                 let call = &batch[0];
                 let started = Instant::now();
-                let output = match self.permission(call, context.mode, cancel).await {
-                    Ok(run_as) => {
-                        sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() }).await;
-                        let context = ToolContext { mode: run_as, ..context.clone() };
-                        self.checked_call(call, &context).await?
+                let output = if self.tools.get(&call.name).is_none() {
+                    // A tool that does not exist can change nothing: no approval, no
+                    // snapshot (a git run per call); the model hears which tools exist.
+                    self.tools.call(&call.name, &call.arguments, &context).await
+                } else {
+                    match self.permission(call, context.mode, cancel).await {
+                        Ok(run_as) => {
+                            sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() })
+                                .await;
+                            let context = ToolContext { mode: run_as, ..context.clone() };
+                            self.checked_call(call, &context).await?
+                        }
+                        Err(refusal) => ToolOutput::error(refusal),
                     }
-                    Err(refusal) => ToolOutput::error(refusal),
                 };
                 vec![CallResult { output, duration_ms: elapsed_ms(started), child: None }]
             };
