@@ -7,6 +7,7 @@
 
 mod common;
 mod daemon_support;
+mod tui_support;
 
 use common::{TestEnv, Wire, stderr, stdout};
 use daemon_support::DaemonTest;
@@ -14,6 +15,7 @@ use kestrel_testkit::{Script, Step};
 use serde_json::json;
 use std::path::Path;
 use std::process::Command;
+use tui_support::TuiTest;
 
 fn read(env: &TestEnv, path: &str) -> Option<String> {
     std::fs::read_to_string(env.work.path().join(path)).ok()
@@ -260,4 +262,32 @@ fn undo_of_a_session_held_elsewhere_says_which_and_what_to_do() {
         "{message}"
     );
     assert_eq!(read(&env, "gen.txt").unwrap(), "generated\n");
+}
+
+/// `/undo` in the TUI: a dry run says what it would do, an undo puts the turn's file
+/// back and says so, and a second one says there is nothing left to undo.
+#[test]
+fn slash_undo_in_the_tui_puts_back_the_files_of_the_last_turn() {
+    let script = Script::new([
+        Step::tool_call("write_file", json!({"path": "notes.txt", "content": "the model's\n"})),
+        Step::text("Wrote the notes."),
+    ]);
+    let mut test = TuiTest::new(script).with_config_first("mode = \"auto\"");
+    std::fs::write(test.work_file("notes.txt"), "mine\n").unwrap();
+    test.start(&[]);
+    test.send("write the notes");
+    test.wait("Wrote the notes.");
+    test.wait("● ready");
+    assert_eq!(std::fs::read_to_string(test.work_file("notes.txt")).unwrap(), "the model's\n");
+
+    test.send("/undo --dry-run");
+    test.wait("would restore notes.txt");
+    assert_eq!(std::fs::read_to_string(test.work_file("notes.txt")).unwrap(), "the model's\n");
+    test.send("/undo");
+    test.wait("restored notes.txt");
+    assert_eq!(std::fs::read_to_string(test.work_file("notes.txt")).unwrap(), "mine\n");
+    test.send("/undo");
+    test.wait("nothing to undo");
+    test.send("/undo sideways");
+    test.wait("usage is /undo [N] [--force] [--dry-run]");
 }

@@ -74,17 +74,93 @@ impl App {
             Builtin::Resume => self.list_sessions(SessionsPurpose::Resume),
             Builtin::Sessions => self.list_sessions(SessionsPurpose::Browse),
             Builtin::Compact => self.compact(),
-            Builtin::Undo => self.notice(
-                NoticeLevel::Warning,
-                "/undo is not available in a live session yet: the worker offers no ACP method \
-                 for it; `kestrel undo` works once the session's worker has exited",
-            ),
+            Builtin::Undo => self.undo(args),
             Builtin::Diff => self.show_diff(),
             Builtin::Status => self.show_status(),
             Builtin::Cost => self.show_cost(),
             Builtin::Init => self.write_agents_md(),
             Builtin::Quit => self.should_quit = true,
         }
+    }
+
+    /// `/undo [N] [--force] [--dry-run]`: puts back the files of the last N turns
+    /// (`_kestrel/session/undo`), between turns.
+    fn undo(&mut self, args: &str) {
+        let mut params = serde_json::json!({});
+        for word in args.split_whitespace() {
+            match (word, word.parse::<u64>()) {
+                (_, Ok(turns)) if turns > 0 => params["turns"] = turns.into(),
+                ("--force" | "force", _) => params["force"] = true.into(),
+                ("--dry-run" | "dry-run", _) => params["dryRun"] = true.into(),
+                _ => {
+                    let message = format!("/undo {args}: usage is /undo [N] [--force] [--dry-run]");
+                    return self.notice(NoticeLevel::Error, message);
+                }
+            }
+        }
+        let (Some(connection), Some(id)) = (&self.connection, self.session_id()) else {
+            return self.notice(NoticeLevel::Info, "nothing to undo: no session yet");
+        };
+        if self.turn.is_some() {
+            return self
+                .notice(NoticeLevel::Warning, "undo after the turn ends (esc interrupts it)");
+        }
+        params["sessionId"] = id.into();
+        let (connection, events, session_id) =
+            (connection.clone(), self.events.clone(), id.to_owned());
+        tokio::spawn(async move {
+            let method = kestrel_protocol::acp::kestrel::SESSION_UNDO;
+            let result = match connection.request(method, params).await {
+                Ok(answer) => serde_json::from_value(answer)
+                    .map_err(|error| format!("bad undo answer: {error}")),
+                Err(error) => Err(error.message),
+            };
+            let _ = events.send(AppEvent::Undone { session_id, result }).await;
+        });
+    }
+
+    /// Shows what `/undo` put back, or why it did nothing.
+    pub(crate) fn undone(
+        &mut self,
+        result: Result<kestrel_protocol::acp::kestrel::UndoSessionResponse, String>,
+    ) {
+        use kestrel_protocol::acp::kestrel::UndoAction;
+        let response = match result {
+            Ok(response) => response,
+            Err(message) => {
+                let message = message.replace("rerun with --force", "/undo --force");
+                return self.notice(NoticeLevel::Error, message);
+            }
+        };
+        let cwd = self.session_cwd.clone();
+        let shown =
+            |path: &std::path::Path| path.strip_prefix(&cwd).unwrap_or(path).display().to_string();
+        let turns: Vec<String> = response.turns.iter().map(u64::to_string).collect();
+        let mut text = format!(
+            "{} turn{} {}:",
+            if response.dry_run { "/undo would undo" } else { "undid" },
+            if turns.len() == 1 { "" } else { "s" },
+            turns.join(", ")
+        );
+        for file in &response.files {
+            let action = match (file.action, response.dry_run) {
+                (UndoAction::Restored, false) => "restored",
+                (UndoAction::Restored, true) => "would restore",
+                (UndoAction::Removed, false) => "removed",
+                (UndoAction::Removed, true) => "would remove",
+            };
+            text.push_str(&format!("\n  {action} {}", shown(&file.path)));
+        }
+        for skipped in &response.skipped {
+            text.push_str(&format!(
+                "\n  not restored {}: {}",
+                shown(&skipped.path),
+                skipped.reason
+            ));
+        }
+        let level =
+            if response.skipped.is_empty() { NoticeLevel::Info } else { NoticeLevel::Warning };
+        self.notice(level, text);
     }
 
     fn show_help(&mut self) {

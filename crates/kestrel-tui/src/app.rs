@@ -299,6 +299,11 @@ impl App {
                     self.compacted(result);
                 }
             }
+            AppEvent::Undone { session_id, result } => {
+                if self.session_id() == Some(session_id.as_str()) {
+                    self.undone(result);
+                }
+            }
             AppEvent::ChildFailed { session_id, message } => {
                 let short: String = session_id.chars().take(8).collect();
                 self.notice(

@@ -91,6 +91,11 @@ pub(crate) enum AppEvent {
         session_id: String,
         result: Result<acp::kestrel::CompactSessionResponse, String>,
     },
+    /// `/undo` finished.
+    Undone {
+        session_id: String,
+        result: Result<acp::kestrel::UndoSessionResponse, String>,
+    },
     /// A subagent's session could not be followed.
     ChildFailed {
         session_id: String,
