@@ -26,8 +26,9 @@ every fact it needs and nothing else. You never call tools.";
 const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation above for the agent that \
 continues it. Include: the user's requests and goals (quote exact requirements), decisions \
 made and why, files read or changed and their current state, commands run and their important \
-results, errors and how they were resolved, and what remains to be done. Use short sections \
-and bullet points.";
+results, errors and how they were resolved, and what remains to be done. Say what any image \
+(`[image: TYPE]` in the transcript) showed, as far as the conversation tells. Use short \
+sections and bullet points.";
 
 /// A compaction to run: what to summarise and where the summary ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,18 +42,29 @@ pub(crate) struct CompactionPlan {
     /// The user's request of the current turn when the summary replaces it: it is added
     /// to the summary word for word.
     pub(crate) current_request: Option<String>,
+    /// A line for each image the replaced items carried (their `[image: TYPE]`
+    /// placeholders): the images themselves are gone after the compaction.
+    pub(crate) images: Vec<String>,
 }
 
 impl CompactionPlan {
-    /// The summary to record: the model's, plus the current request verbatim.
+    /// The summary to record: the model's, plus a note of the images it replaced and
+    /// the current request verbatim.
     pub(crate) fn summary(&self, model_summary: &str) -> String {
-        let summary = model_summary.trim();
-        match &self.current_request {
-            Some(request) => {
-                format!("{summary}\n\nThe user's current request, verbatim:\n\n{request}")
+        let mut summary = model_summary.trim().to_string();
+        if !self.images.is_empty() {
+            summary.push_str(
+                "\n\nImages in the summarised part of the conversation (no longer visible: \
+                 read or fetch them again if they matter):",
+            );
+            for image in &self.images {
+                summary.push_str(&format!("\n- {image}"));
             }
-            None => summary.to_string(),
         }
+        if let Some(request) = &self.current_request {
+            summary.push_str(&format!("\n\nThe user's current request, verbatim:\n\n{request}"));
+        }
+        summary
     }
 }
 
@@ -82,11 +94,53 @@ pub(crate) fn plan(
     let transcript: Vec<String> =
         live[..cut].iter().filter_map(|&i| transcript_entry(&entries[i].item)).collect();
     let request = summary_request(window.summary, &transcript, transcript_chars);
+    let images = live[..cut].iter().flat_map(|&i| image_notes(entries, &entries[i].item)).collect();
     Ok(CompactionPlan {
         replaces_through: u64::try_from(first_kept).unwrap_or(u64::MAX).saturating_sub(1),
         request,
         current_request,
+        images,
     })
+}
+
+/// A line for each image placeholder (`[image: TYPE]`) of a user message or tool result.
+fn image_notes(entries: &[RecordEntry], item: &RecordItem) -> Vec<String> {
+    let (text, source) = match item {
+        RecordItem::UserMessage { text } => (text, "sent by the user".to_string()),
+        RecordItem::ToolResult { id, output, .. } => {
+            let name = entries.iter().find_map(|entry| {
+                let RecordItem::ToolCall { id: call, name, arguments } = &entry.item else {
+                    return None;
+                };
+                (call == id).then(|| format!("`{name}` {}", cut_middle_short(arguments)))
+            });
+            (output, format!("returned by {} (call {id})", name.unwrap_or_default()))
+        }
+        RecordItem::AssistantMessage { .. }
+        | RecordItem::ToolCall { .. }
+        | RecordItem::Usage { .. }
+        | RecordItem::TurnStarted {}
+        | RecordItem::TurnCompleted { .. }
+        | RecordItem::Compaction { .. }
+        | RecordItem::Notice { .. }
+        | RecordItem::Checkpoint { .. } => return Vec::new(),
+    };
+    text.match_indices("[image: ")
+        .filter_map(|(at, start)| {
+            let rest = &text[at + start.len()..];
+            let end = rest.find(']').filter(|end| *end <= 100)?;
+            Some(format!("an image ({}) {source}", &rest[..end]))
+        })
+        .collect()
+}
+
+/// Tool arguments in a one-line note: at most 120 characters.
+fn cut_middle_short(arguments: &str) -> String {
+    let line = arguments.replace('\n', " ");
+    if line.chars().count() <= 120 {
+        return line;
+    }
+    format!("{}…", line.chars().take(119).collect::<String>())
 }
 
 /// The conversation the session sends now, as record indices.
@@ -380,6 +434,34 @@ mod tests {
         assert_eq!(plan.replaces_through, 2);
         assert_eq!(plan.current_request.as_deref(), Some("read the log"));
         assert!(plan.request.contains("characters cut"));
+    }
+
+    #[test]
+    fn images_of_the_replaced_items_are_noted_in_the_summary() {
+        let mut entries = Vec::new();
+        entries.push(entry(RecordItem::TurnStarted {}));
+        entries.push(entry(user("look at this [image: image/jpeg]")));
+        entries.push(entry(RecordItem::ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"shot.png"}"#.into(),
+        }));
+        // A long result whose placeholder the transcript's cut would drop.
+        let output = format!("{}[image: image/png]{}", "x".repeat(3_000), "y".repeat(3_000));
+        entries.push(entry(result("c1", &output)));
+        entries.push(entry(answer("it is a cat")));
+        turn(&mut entries, "next", "ok");
+        turn(&mut entries, "and next", "ok");
+        let plan = plan(&entries, 0, 100_000).unwrap();
+        let summary = plan.summary("They looked at a picture.");
+        assert!(summary.starts_with("They looked at a picture."), "{summary}");
+        assert!(summary.contains("an image (image/jpeg) sent by the user"), "{summary}");
+        assert!(
+            summary.contains(
+                r#"an image (image/png) returned by `read_file` {"path":"shot.png"} (call c1)"#
+            ),
+            "{summary}"
+        );
     }
 
     #[test]
