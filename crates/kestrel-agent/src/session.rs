@@ -121,8 +121,18 @@ impl Session {
         settings: SessionSettings,
         approver: Arc<dyn Approver>,
     ) -> Self {
-        let allowed =
+        let mut allowed =
             AllowList::from_config(&settings.permissions.allow, &settings.permissions.allow_write);
+        // Saved "always" answers apply to the project they were given in, and below it.
+        for project in &settings.permissions.projects {
+            if settings.workspace.starts_with(&project.path) {
+                allowed.extend_from_config(
+                    &project.allow,
+                    &project.allow_write,
+                    &project.allow_tools,
+                );
+            }
+        }
         let sandbox = SandboxStatus::detect(settings.network);
         let policy = PermissionPolicy::new(settings.cwd.clone(), sandbox, allowed);
         let checkpoints = Checkpointer::new(&settings.home, record.id().as_str());

@@ -322,7 +322,7 @@ async fn acp_session_new_mcp_servers_join_the_session() {
 }
 
 #[test]
-fn read_only_mode_runs_only_tools_the_server_marks_read_only() {
+fn read_only_mode_refuses_mcp_tools_even_those_the_server_marks_read_only() {
     let env = TestEnv::new(
         Wire::Chat,
         Script::new([
@@ -338,7 +338,9 @@ fn read_only_mode_runs_only_tools_the_server_marks_read_only() {
     let output = env.kestrel(&["exec", "--mode", "read-only", "read, then try to write"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = env.requests();
-    assert!(body_text(&requests[1]).contains("untouched"), "readOnlyHint tools run");
+    // readOnlyHint is the server's claim, not trusted: nothing of the server runs.
+    let refused = body_text(&requests[1]);
+    assert!(!refused.contains("untouched") && refused.contains("read-only mode"), "{refused}");
     let refused = body_text(&requests[2]);
     assert!(refused.contains("read-only mode"), "{refused}");
     assert_eq!(std::fs::read_to_string(work.join("notes.txt")).unwrap(), "untouched\n");

@@ -160,3 +160,66 @@ fn auto_without_a_sandbox_asks_instead_of_running_unconfined() {
     // Known read-only commands still run.
     assert!(!results[1].1, "{results:?}");
 }
+
+#[test]
+fn saved_rules_apply_only_to_their_project() {
+    let env =
+        TestEnv::new(Wire::Chat, script(vec![shell("touch mine.txt"), shell("rm -f other.txt")]));
+    let work = env.work_path();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!(
+        "{config}\n[[permissions.project]]\npath = \"{}\"\nallow = [\"touch mine.txt\"]\n\n\
+         [[permissions.project]]\npath = \"/elsewhere\"\nallow = [\"rm -f other.txt\"]\n",
+        work.display()
+    ));
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(!results[0].1 && work.join("mine.txt").exists(), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("`rm -f other.txt`"), "{results:?}");
+
+    // A project entry must name an absolute path: exit 2 naming the file.
+    env.write_config(&format!("{config}\n[[permissions.project]]\npath = \"rel\"\n"));
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("must be an absolute path"), "{}", stderr(&output));
+}
+
+#[test]
+fn web_fetch_is_refused_in_auto_when_the_network_is_off() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/", listener.local_addr().unwrap().port());
+    let env = TestEnv::new(
+        Wire::Chat,
+        script(vec![ScriptedToolCall::new("web_fetch", json!({ "url": url }))]),
+    );
+    let output = env.kestrel(&["exec", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("network access is off"), "{results:?}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "web_fetch connected with the network off");
+}
+
+#[test]
+fn read_only_git_in_a_repository_whose_config_runs_a_program_is_refused() {
+    let env = TestEnv::new(Wire::Chat, script(vec![shell("git status"), shell("git log")]));
+    let work = env.work_path();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git").args(args).current_dir(&work).status();
+        assert!(status.unwrap().success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let marker = work.join("hook-ran");
+    let hook = work.join("hook.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    git(&["config", "core.fsmonitor", &hook.display().to_string()]);
+    let output = env.kestrel(&["exec", "--mode", "read-only", "look"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    for (output, is_error) in &results {
+        assert!(*is_error && output.contains("core.fsmonitor"), "{results:?}");
+    }
+    assert!(!marker.exists(), "the repository's fsmonitor hook ran in read-only mode");
+}

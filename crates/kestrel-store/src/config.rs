@@ -181,6 +181,20 @@ pub struct PermissionSettings {
     pub allow: Vec<String>,
     /// Files, or directories (everything beneath), the file tools write without asking.
     pub allow_write: Vec<PathBuf>,
+    /// `[[permissions.project]]`: rules for sessions under one directory only (what
+    /// "always and save" writes).
+    pub projects: Vec<ProjectPermissions>,
+}
+
+/// The rules of one `[[permissions.project]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProjectPermissions {
+    /// Absolute: the rules apply to sessions whose workspace is this directory or under it.
+    pub path: PathBuf,
+    pub allow: Vec<String>,
+    pub allow_write: Vec<PathBuf>,
+    /// Tools (`mcp__server__tool`) that run without asking, in read-only mode too.
+    pub allow_tools: Vec<String>,
 }
 
 /// `[agent]`.
@@ -443,6 +457,9 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
         permissions: PermissionSettings {
             allow: file.permissions.allow,
             allow_write: file.permissions.allow_write,
+            projects: project_permissions(file.permissions.project, || {
+                source_of(&|layer| layer.sets("permissions"))
+            })?,
         },
         agent: AgentSettings {
             max_parallel_tools: file.agent.max_parallel_tools,
@@ -455,6 +472,33 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
         },
         sources: layers.into_iter().map(|layer| layer.path).collect(),
     })
+}
+
+/// `[[permissions.project]]` entries, each with an absolute `path`.
+fn project_permissions(
+    tables: Vec<file::ProjectPermissionsTable>,
+    path: impl Fn() -> PathBuf,
+) -> Result<Vec<ProjectPermissions>, ConfigError> {
+    tables
+        .into_iter()
+        .map(|table| {
+            if !table.path.is_absolute() {
+                return Err(ConfigError::Invalid {
+                    path: path(),
+                    message: format!(
+                        "`path = \"{}\"` in [[permissions.project]] must be an absolute path",
+                        table.path.display()
+                    ),
+                });
+            }
+            Ok(ProjectPermissions {
+                path: table.path,
+                allow: table.allow,
+                allow_write: table.allow_write,
+                allow_tools: table.allow_tools,
+            })
+        })
+        .collect()
 }
 
 fn resolve_provider(

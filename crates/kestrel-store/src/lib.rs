@@ -14,8 +14,8 @@ pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
 pub use config::{
     AgentSettings, Config, ConfigError, DEFAULT_CATALOG_URL, DEFAULT_COMPACT_AT,
     DEFAULT_IDLE_WORKER_MINUTES, DEFAULT_MAX_SUBAGENTS, McpServerSettings, McpTransport,
-    PermissionSettings, ProviderSettings, ReasoningEffort, SandboxSettings, WireApiSetting,
-    split_model_ref,
+    PermissionSettings, ProjectPermissions, ProviderSettings, ReasoningEffort, SandboxSettings,
+    WireApiSetting, split_model_ref,
 };
 pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};

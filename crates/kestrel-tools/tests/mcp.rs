@@ -155,8 +155,8 @@ async fn everything_server_tools_are_listed_and_called_with_faithful_results() {
     let definition = echo.definition();
     assert_eq!(definition.description, "Echoes back the input string");
     assert_eq!(definition.parameters["properties"]["message"]["type"], "string");
-    assert!(echo.is_read_only(), "echo is annotated readOnlyHint");
-    // A tool without readOnlyHint is not read-only: it goes through approvals.
+    // readOnlyHint is the server's claim: no MCP tool skips the permission policy.
+    assert!(!echo.is_read_only(), "echo is annotated readOnlyHint, which is not trusted");
     assert!(!session.registry.is_read_only("mcp__everything__toggle-simulated-logging"));
 
     let output = session.call("mcp__everything__echo", json!({"message": "hi from kestrel"})).await;
@@ -194,7 +194,7 @@ async fn filesystem_server_reads_and_writes_in_the_workspace() {
     let root_text = root.display().to_string();
     let session = Session::start(vec![("fs", stdio(&bin("mcp-server-filesystem"), &[&root_text]))]);
     session.started().await;
-    assert!(session.registry.is_read_only("mcp__fs__read_text_file"));
+    assert!(!session.registry.is_read_only("mcp__fs__read_text_file"), "hints are not trusted");
     assert!(!session.registry.is_read_only("mcp__fs__write_file"));
 
     let path = root.join("notes.txt").display().to_string();
@@ -352,7 +352,8 @@ async fn settling_a_name_waits_for_its_server_so_read_only_is_known() {
     };
     let ((), ()) =
         tokio::time::timeout(LIMIT, async { tokio::join!(settle, release) }).await.unwrap();
-    assert!(session.registry.is_read_only("mcp__slow__echo"), "echo is annotated readOnlyHint");
+    assert!(session.tool_names().contains(&"mcp__slow__echo".to_string()));
+    assert!(!session.registry.is_read_only("mcp__slow__echo"), "readOnlyHint is not trusted");
     // Names of no server, and built-in tools, settle at once.
     tokio::time::timeout(LIMIT, session.registry.settle("read_file")).await.unwrap();
     tokio::time::timeout(LIMIT, session.registry.settle("mcp__nobody__x")).await.unwrap();

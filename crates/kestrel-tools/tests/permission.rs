@@ -417,30 +417,113 @@ fn bad_arguments_are_left_to_the_tool_to_refuse() {
 }
 
 #[test]
-fn saving_rules_appends_them_to_the_user_config_atomically() {
+fn saving_rules_scopes_them_to_the_project_in_the_user_config_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "# my settings\nmodel = \"a/b\"\n").unwrap();
-    save_rules(&config, &[AllowRule::CommandPrefix("cargo test".into())]).unwrap();
+    let project = Path::new("/w");
+    save_rules(&config, project, &[AllowRule::CommandPrefix("cargo test".into())]).unwrap();
     save_rules(
         &config,
-        &[AllowRule::CommandPrefix("cargo test".into()), AllowRule::Path("/w/docs".into())],
+        project,
+        &[
+            AllowRule::CommandPrefix("cargo test".into()),
+            AllowRule::Path("/w/docs".into()),
+            AllowRule::Tool("mcp__db__query".into()),
+        ],
     )
     .unwrap();
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(text.starts_with("# my settings\nmodel = \"a/b\"\n"), "{text}");
     assert!(
-        text.contains("[permissions]\nallow = [\"cargo test\"]\nallow_write = [\"/w/docs\"]"),
+        text.contains(
+            "[[permissions.project]]\npath = \"/w\"\nallow = [\"cargo test\"]\n\
+             allow_write = [\"/w/docs\"]\nallow_tools = [\"mcp__db__query\"]"
+        ),
         "{text}"
     );
     assert!(!dir.path().join("config.toml.tmp").exists());
 
+    // The config loader reads it back; the rules are the project's, not the user's.
+    let home = kestrel_store::KestrelHome::at(dir.path());
+    let loaded = kestrel_store::Config::load(&home, dir.path()).unwrap();
+    assert!(loaded.permissions.allow.is_empty());
+    assert_eq!(loaded.permissions.projects.len(), 1);
+    assert_eq!(loaded.permissions.projects[0].path, PathBuf::from("/w"));
+    assert_eq!(loaded.permissions.projects[0].allow_tools, ["mcp__db__query"]);
+
     // A missing file is created; a broken one is left alone with a clear error.
     let fresh = dir.path().join("new/config.toml");
-    save_rules(&fresh, &[AllowRule::CommandPrefix("make".into())]).unwrap();
+    save_rules(&fresh, project, &[AllowRule::CommandPrefix("make".into())]).unwrap();
     assert!(std::fs::read_to_string(&fresh).unwrap().contains("allow = [\"make\"]"));
     std::fs::write(&config, "model = \n").unwrap();
-    let error = save_rules(&config, &[AllowRule::CommandPrefix("x".into())]).unwrap_err();
+    let error = save_rules(&config, project, &[AllowRule::CommandPrefix("x".into())]).unwrap_err();
     assert!(error.to_string().contains("config.toml"), "{error}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), "model = \n");
+}
+
+#[test]
+fn a_project_entry_with_a_relative_path_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[[permissions.project]]\npath = \"work\"\nallow = [\"make\"]\n",
+    )
+    .unwrap();
+    let home = kestrel_store::KestrelHome::at(dir.path());
+    let error = kestrel_store::Config::load(&home, dir.path()).unwrap_err().to_string();
+    assert!(error.contains("must be an absolute path") && error.contains("config.toml"), "{error}");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[[permissions.project]]\npath = \"/w\"\nallow_all = true\n",
+    )
+    .unwrap();
+    let error = kestrel_store::Config::load(&home, dir.path()).unwrap_err().to_string();
+    assert!(error.contains("allow_all"), "{error}");
+}
+
+#[test]
+fn mcp_tools_ask_or_are_refused_whatever_their_server_claims_unless_the_user_allowed_them() {
+    let mut policy = policy(true);
+    // `true`: the tool claims to be read-only (its server's readOnlyHint).
+    let Assessment::Ask { always, .. } = policy.assess(Mode::Ask, "mcp__fs__read", "{}", true)
+    else {
+        panic!("an MCP tool's own claim is not trusted in ask mode")
+    };
+    assert_eq!(always, [AllowRule::Tool("mcp__fs__read".into())]);
+    let Assessment::Deny { reason } = policy.assess(Mode::ReadOnly, "mcp__fs__read", "{}", true)
+    else {
+        panic!("nor in read-only mode")
+    };
+    assert!(reason.contains("read-only mode") && reason.contains("readOnlyHint"), "{reason}");
+    // Auto and yolo run them (ARCHITECTURE §6).
+    for mode in [Mode::Auto, Mode::Yolo] {
+        assert_eq!(
+            policy.assess(mode, "mcp__fs__read", "{}", true),
+            Assessment::Allow { run_as: mode }
+        );
+    }
+    // What the user allowed by name runs in ask and read-only mode.
+    policy.remember(&always);
+    for mode in [Mode::Ask, Mode::ReadOnly] {
+        assert_eq!(
+            policy.assess(mode, "mcp__fs__read", "{}", false),
+            Assessment::Allow { run_as: mode }
+        );
+    }
+    let mut from_config = AllowList::new();
+    from_config.extend_from_config(&[], &[], &["mcp__fs__read".into()]);
+    let policy = PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "x".into() },
+        from_config,
+    );
+    assert_eq!(
+        policy.assess(Mode::ReadOnly, "mcp__fs__read", "{}", true),
+        Assessment::Allow { run_as: Mode::ReadOnly }
+    );
+    assert!(matches!(
+        policy.assess(Mode::ReadOnly, "mcp__fs__write", "{}", false),
+        Assessment::Deny { .. }
+    ));
 }

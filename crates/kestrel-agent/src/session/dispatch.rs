@@ -262,7 +262,8 @@ impl Session {
             }
             ApprovalDecision::AllowAlwaysAndSave => {
                 self.policy.remember(&always);
-                if let Err(error) = save_rules(&self.settings.home.config_file(), &always) {
+                let config = self.settings.home.config_file();
+                if let Err(error) = save_rules(&config, &self.settings.workspace, &always) {
                     let message = format!("the permission was not saved: {error}");
                     let notice =
                         Notice { kind: NoticeKind::Error, message, model: None, mode: None };

@@ -76,6 +76,21 @@ pub(super) struct PermissionsTable {
     pub allow: Vec<String>,
     #[serde(default)]
     pub allow_write: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub project: Vec<ProjectPermissionsTable>,
+}
+
+/// `[[permissions.project]]`: rules that apply only under `path`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProjectPermissionsTable {
+    pub path: std::path::PathBuf,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub allow_write: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub allow_tools: Vec<String>,
 }
 
 /// `[agent]`.

@@ -54,13 +54,8 @@ pub(crate) struct ListedTool {
     pub(crate) description: Option<String>,
     #[serde(default)]
     pub(crate) input_schema: Map<String, Value>,
-    pub(crate) annotations: Option<ToolAnnotations>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ToolAnnotations {
-    pub(crate) read_only_hint: Option<bool>,
+    // `annotations` (readOnlyHint...) are not read: they are the server's claims, and
+    // the permission policy does not trust them.
 }
 
 impl Client {

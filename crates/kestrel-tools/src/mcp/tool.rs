@@ -15,7 +15,6 @@ pub(crate) struct McpTool {
     server_name: String,
     remote_name: String,
     definition: ToolDefinition,
-    read_only: bool,
     client: Client,
 }
 
@@ -33,7 +32,6 @@ impl McpTool {
             .unwrap_or_else(|| {
                 format!("The `{}` tool of MCP server `{}`.", tool.name, server.name)
             });
-        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false);
         Self {
             server: Arc::downgrade(server),
             server_name: server.name.clone(),
@@ -43,7 +41,6 @@ impl McpTool {
                 description,
                 parameters: object_schema(&tool.input_schema),
             },
-            read_only,
             client,
         }
     }
@@ -102,9 +99,10 @@ impl Tool for McpTool {
         self.definition.clone()
     }
 
-    /// Only what the server marks `readOnlyHint` runs unasked and alongside other reads.
+    /// Never: a server's `readOnlyHint` is its own claim, untrusted input, so every MCP
+    /// call goes through the permission policy (which allows them in auto and yolo).
     fn is_read_only(&self) -> bool {
-        self.read_only
+        false
     }
 
     fn run<'a>(&'a self, arguments: Value, context: &'a ToolContext) -> ToolFuture<'a> {

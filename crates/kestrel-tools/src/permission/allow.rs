@@ -1,8 +1,9 @@
 //! What the user allowed "always": command prefixes, files (or directories) the file
-//! tools may write, and whole tools. Rules live for the session; command and path rules
-//! can also be saved to the user's `config.toml` (`[permissions] allow` and
-//! `allow_write`), which is edited in place (comments and layout kept), under a lock,
-//! and replaced atomically. Only the user's file is written: a project's
+//! tools may write, and whole tools. Rules live for the session; "always and save"
+//! also writes them to the user's `config.toml`, scoped to the project they were given
+//! in (`[[permissions.project]]` with its `path`), so that they apply only to sessions
+//! under that path. The file is edited in place (comments and layout kept), under a
+//! lock, and replaced atomically. Only the user's file is written: a project's
 //! `.kestrel/config.toml` may not grant permissions at all.
 
 use super::analysis::matches_prefix;
@@ -17,7 +18,7 @@ pub enum AllowRule {
     CommandPrefix(String),
     /// Writes to this file, or to anything beneath this directory (absolute).
     Path(PathBuf),
-    /// Any call of this tool (an MCP tool, `task`). Session only: never saved.
+    /// Any call of this tool (an MCP tool, `task`).
     Tool(String),
 }
 
@@ -56,6 +57,18 @@ impl AllowList {
             list.add(AllowRule::Path(path.clone()));
         }
         list
+    }
+
+    /// Adds the rules of one part of the user's config: command prefixes, paths and
+    /// tool names (`[[permissions.project]]` of the project a session runs in).
+    pub fn extend_from_config(&mut self, commands: &[String], paths: &[PathBuf], tools: &[String]) {
+        let more = Self::from_config(commands, paths);
+        for rule in more.rules {
+            self.add(rule);
+        }
+        for tool in tools.iter().filter(|tool| !tool.trim().is_empty()) {
+            self.add(AllowRule::Tool(tool.trim().to_string()));
+        }
     }
 
     /// Adds a rule (once).
@@ -106,13 +119,18 @@ pub enum SaveError {
     Invalid { path: PathBuf, message: String },
 }
 
-/// Appends the command and path rules among `rules` to `[permissions]` of the user's
-/// config file `config_file` (created if missing), keeping everything else as it is.
-/// Concurrent savers are serialised by a lock file; the new file replaces the old one
-/// by a rename, so a reader sees the old or the new file, never half of one.
+/// Adds `rules` to the entry of `project` (an absolute path: the workspace they were
+/// given in) in `[[permissions.project]]` of the user's config file `config_file`
+/// (created if missing), keeping everything else as it is. Concurrent savers are
+/// serialised by a lock file; the new file replaces the old one by a rename, so a
+/// reader sees the old or the new file, never half of one.
 ///
 /// Fails when the file cannot be read, parsed or replaced; it is then left unchanged.
-pub fn save_rules(config_file: &Path, rules: &[AllowRule]) -> Result<(), SaveError> {
+pub fn save_rules(
+    config_file: &Path,
+    project: &Path,
+    rules: &[AllowRule],
+) -> Result<(), SaveError> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
         move |source| SaveError::Io { action, path, source }
@@ -133,7 +151,7 @@ pub fn save_rules(config_file: &Path, rules: &[AllowRule]) -> Result<(), SaveErr
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(error) => return Err(io("read", config_file)(error)),
     };
-    let updated = add_rules(&text, rules)
+    let updated = add_rules(&text, project, rules)
         .map_err(|message| SaveError::Invalid { path: config_file.to_path_buf(), message })?;
     if updated == text {
         return Ok(());
@@ -165,24 +183,49 @@ fn private_options() -> OpenOptions {
     options
 }
 
-/// `text` with the rules added to `permissions.allow` / `permissions.allow_write`.
-fn add_rules(text: &str, rules: &[AllowRule]) -> Result<String, String> {
+/// `text` with the rules added to the `[[permissions.project]]` entry of `project`
+/// (`allow`, `allow_write`, `allow_tools`), a new entry if there is none.
+fn add_rules(text: &str, project: &Path, rules: &[AllowRule]) -> Result<String, String> {
     let mut document: toml_edit::DocumentMut =
         text.parse().map_err(|error: toml_edit::TomlError| error.to_string())?;
-    let table = document
+    let project_text = project.display().to_string();
+    let permissions = document
         .entry("permissions")
-        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .or_insert_with(|| {
+            let mut table = toml_edit::Table::new();
+            table.set_implicit(true);
+            toml_edit::Item::Table(table)
+        })
         .as_table_like_mut()
         .ok_or("`permissions` is not a table")?;
+    let projects = permissions
+        .entry("project")
+        .or_insert(toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()))
+        .as_array_of_tables_mut()
+        .ok_or("`permissions.project` is not an array of tables (`[[permissions.project]]`)")?;
+    let position = projects
+        .iter()
+        .position(|entry| entry.get("path").and_then(|path| path.as_str()) == Some(&project_text));
+    let entry = match position {
+        Some(index) => projects.get_mut(index).ok_or("the project entry vanished")?,
+        None => {
+            let mut entry = toml_edit::Table::new();
+            entry.insert("path", toml_edit::value(project_text.clone()));
+            projects.push(entry);
+            let last = projects.len() - 1;
+            projects.get_mut(last).ok_or("the project entry vanished")?
+        }
+    };
     for rule in rules {
         let (key, value) = match rule {
             AllowRule::CommandPrefix(prefix) => ("allow", prefix.clone()),
             AllowRule::Path(path) => ("allow_write", path.display().to_string()),
-            AllowRule::Tool(_) => continue,
+            AllowRule::Tool(name) => ("allow_tools", name.clone()),
         };
-        let item = table.entry(key).or_insert(toml_edit::value(toml_edit::Array::new()));
-        let array =
-            item.as_array_mut().ok_or_else(|| format!("`permissions.{key}` is not an array"))?;
+        let item = entry.entry(key).or_insert(toml_edit::value(toml_edit::Array::new()));
+        let array = item
+            .as_array_mut()
+            .ok_or_else(|| format!("`{key}` of the project `{project_text}` is not an array"))?;
         if !array.iter().any(|existing| existing.as_str() == Some(value.as_str())) {
             array.push(value);
         }
@@ -195,29 +238,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rules_are_added_to_existing_text_keeping_comments() {
-        let text = "# mine\nmodel = \"a/b\"\n\n[permissions]\nallow = [\"ls\"] # keep\n";
-        let updated = add_rules(
-            text,
-            &[
-                AllowRule::CommandPrefix("cargo test".into()),
-                AllowRule::CommandPrefix("ls".into()),
-                AllowRule::Path("/w/notes".into()),
-                AllowRule::Tool("mcp__x__y".into()),
-            ],
-        )
-        .unwrap();
+    fn rules_are_added_to_the_project_entry_keeping_comments() {
+        let text = "# mine\nmodel = \"a/b\"\n\n[permissions]\nallow = [\"ls\"] # keep\n\n\
+                    [[permissions.project]]\npath = \"/other\"\nallow = [\"make\"]\n";
+        let rules = [
+            AllowRule::CommandPrefix("cargo test".into()),
+            AllowRule::Path("/w/notes".into()),
+            AllowRule::Tool("mcp__x__y".into()),
+        ];
+        let updated = add_rules(text, Path::new("/w"), &rules).unwrap();
+        let again = add_rules(&updated, Path::new("/w"), &rules).unwrap();
+        assert_eq!(again, updated, "saving twice adds nothing");
         assert!(updated.starts_with("# mine\nmodel = \"a/b\"\n"), "{updated}");
-        assert!(updated.contains("allow = [\"ls\", \"cargo test\"] # keep"), "{updated}");
-        assert!(updated.contains("allow_write = [\"/w/notes\"]"), "{updated}");
-        assert!(!updated.contains("mcp__x__y"), "{updated}");
+        assert!(updated.contains("allow = [\"ls\"] # keep"), "{updated}");
+        assert!(updated.contains("path = \"/other\"\nallow = [\"make\"]"), "{updated}");
+        assert!(
+            updated.contains(
+                "[[permissions.project]]\npath = \"/w\"\nallow = [\"cargo test\"]\n\
+                 allow_write = [\"/w/notes\"]\nallow_tools = [\"mcp__x__y\"]"
+            ),
+            "{updated}"
+        );
     }
 
     #[test]
     fn a_permissions_key_that_is_not_a_table_is_an_error() {
-        let error =
-            add_rules("permissions = 3\n", &[AllowRule::CommandPrefix("ls".into())]).unwrap_err();
+        let rule = [AllowRule::CommandPrefix("ls".into())];
+        let error = add_rules("permissions = 3\n", Path::new("/w"), &rule).unwrap_err();
         assert!(error.contains("not a table"), "{error}");
+        let error = add_rules("[permissions]\nproject = 3\n", Path::new("/w"), &rule).unwrap_err();
+        assert!(error.contains("not an array of tables"), "{error}");
     }
 
     #[test]

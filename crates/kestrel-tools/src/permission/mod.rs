@@ -1,6 +1,7 @@
 //! The permission policy (ARCHITECTURE §6–§7): whether a tool call runs, must be
-//! approved, or is refused, by mode. Pure: it reads only the call and what the session
-//! knows (directories, the sandbox, the allow rules), so every decision is testable.
+//! approved, or is refused, by mode. It reads only the call and what the session knows
+//! (directories, the sandbox, the allow rules), and for `git` commands the config of the
+//! repository they would run in (see `git.rs`), so every decision is testable.
 //!
 //! - `yolo`: everything runs, unconfined.
 //! - `auto`: everything runs; the file tools confine themselves to the workspace and
@@ -8,7 +9,10 @@
 //!   when no sandbox can be had does a command that is not known read-only need approval.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
 //!   tools need approval, unless an "always" rule covers them.
-//! - `read-only`: reads and known read-only commands run; everything else is refused.
+//! - `read-only`: reads and known read-only commands run, and tools the user allowed by
+//!   name; everything else is refused.
+//!
+//! An MCP tool is never taken to be read-only on its server's word (`readOnlyHint`).
 
 mod allow;
 mod analysis;
@@ -66,6 +70,9 @@ pub struct PermissionPolicy {
     allowed: AllowList,
 }
 
+/// The names of MCP tools start with this (`mcp__<server>__<tool>`).
+const MCP_PREFIX: &str = "mcp__";
+
 /// The file-writing tools and the paths a call of theirs would write.
 const FILE_TOOLS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
 
@@ -99,7 +106,9 @@ impl PermissionPolicy {
         arguments: &str,
         read_only_tool: bool,
     ) -> Assessment {
-        if mode == Mode::Yolo || read_only_tool {
+        // An MCP tool's claim to be read-only is its server's (`readOnlyHint`): untrusted.
+        let mcp = tool.starts_with(MCP_PREFIX);
+        if mode == Mode::Yolo || (read_only_tool && !mcp) {
             return Assessment::Allow { run_as: mode };
         }
         let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
@@ -111,10 +120,18 @@ impl PermissionPolicy {
         }
         match mode {
             Mode::Auto | Mode::Yolo => Assessment::Allow { run_as: mode },
+            // What the user allowed by name runs in read-only mode too: the user, not
+            // the server, vouched for it.
+            Mode::ReadOnly | Mode::Ask if self.allowed.allows_tool(tool) => {
+                Assessment::Allow { run_as: mode }
+            }
             Mode::ReadOnly => Assessment::Deny {
-                reason: format!("`{tool}` is not allowed: the session is in read-only mode"),
+                reason: format!(
+                    "`{tool}` is not allowed: the session is in read-only mode, where only \
+                     tools the user allowed by name run (an MCP server's readOnlyHint is not \
+                     trusted)"
+                ),
             },
-            Mode::Ask if self.allowed.allows_tool(tool) => Assessment::Allow { run_as: mode },
             Mode::Ask => Assessment::Ask {
                 summary: format!("call `{tool}`"),
                 always: vec![AllowRule::Tool(tool.to_string())],
