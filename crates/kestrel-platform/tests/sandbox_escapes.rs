@@ -166,7 +166,7 @@ async fn a_sandboxed_command_cannot_connect_to_unix_sockets_with_the_network_on_
 }
 
 #[tokio::test]
-async fn a_sandboxed_command_cannot_write_through_proc_root_of_another_process() {
+async fn a_sandboxed_command_cannot_write_through_proc_root_of_or_signal_another_process() {
     let parent = std::process::id();
     for sandbox in backends() {
         let name = sandbox.describe();
@@ -174,7 +174,7 @@ async fn a_sandboxed_command_cannot_write_through_proc_root_of_another_process()
         let outside = scratch();
         let script = format!(
             "for pid in 1 {parent}; do echo x > /proc/$pid/root{0}/escape-$pid && echo WROTE-$pid; done; \
-             echo PIDS $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' ')",
+             kill -0 {parent} && echo SIGNALLED; echo PIDS $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' ')",
             outside.path().display()
         );
         let (_, output) = run(
@@ -185,6 +185,8 @@ async fn a_sandboxed_command_cannot_write_through_proc_root_of_another_process()
         )
         .await;
         assert!(!output.contains("WROTE"), "{name}: {output}");
+        // Nor can it signal a process outside (Landlock scope; bwrap: not even visible).
+        assert!(!output.contains("SIGNALLED"), "{name}: {output}");
         assert!(!outside.path().join("escape-1").exists(), "{name}");
         assert!(!outside.path().join(format!("escape-{parent}")).exists(), "{name}");
         if name.starts_with("bubblewrap") {

@@ -36,8 +36,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// Messages of commands that ran into the sandbox's limits.
-const SANDBOX_SYMPTOMS: [&str; 5] = [
+const SANDBOX_SYMPTOMS: [&str; 7] = [
     "Permission denied",
+    "permission denied",
+    "Operation not permitted",
     "Read-only file system",
     "Network is unreachable",
     "Could not resolve host",
@@ -406,7 +408,9 @@ impl Run {
         {
             text.push_str(
                 "Note: the command runs in a sandbox: it can write only inside the workspace \
-                 and temp directories, and has no network unless `[sandbox] network = true`.\n",
+                 and temp directories (not .git or .kestrel), cannot connect to unix sockets \
+                 (docker, ssh-agent, D-Bus) and has no network unless `[sandbox] network = \
+                 true`; a command that needs more must run approved (ask mode) or in yolo.\n",
             );
         }
         if output.is_empty() {
