@@ -40,10 +40,25 @@ fn without_a_terminal_it_says_to_use_exec() {
 #[test]
 fn text_typed_before_the_daemon_is_up_is_kept_and_sent() {
     let mut test = TuiTest::new(Script::new([Step::text("Early answer.")]));
+    // Hold the start lock that clients take to start the daemon: until it is released
+    // no daemon can start, so what is typed now is typed before any connection.
+    let endpoint = kestrel_platform::Endpoint::new(&test.env.home.path().join("run"));
+    endpoint.prepare_dirs().unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(endpoint.start_lock_path())
+        .unwrap();
+    lock.try_lock().unwrap();
     let pty = test.start(&[]);
-    // Typed right after the first frame, while the daemon is still starting.
     pty.type_text("early bird").unwrap();
     pty.press(Key::Enter).unwrap();
+    let screen = test.wait("↳ queued: early bird");
+    assert!(screen.contains("starting daemon"), "{screen}");
+    assert!(!endpoint.socket_path().exists(), "no daemon listens yet");
+    assert!(endpoint.running_pid().is_none(), "no daemon runs yet");
+    drop(lock);
     test.wait("Early answer.");
     let sent = test.env.requests()[0].body.to_string();
     assert!(sent.contains("early bird"), "{sent}");

@@ -217,6 +217,14 @@ impl Pty {
         screen_text(state.parser.screen())
     }
 
+    /// The screen's text with its styles marked where they change: `«fg=green,bold»`
+    /// names the new style, `«»` is the default again (colours 0-15 by name, others as
+    /// `idx196` or `#rrggbb`; attributes bold, dim, italic, underline, inverse).
+    pub fn styled_text(&self) -> String {
+        let state = self.state();
+        styled_text(state.parser.screen())
+    }
+
     /// Runs `inspect` on the vt100 screen (colours, modes, cursor).
     pub fn with_screen<T>(&self, inspect: impl FnOnce(&vt100::Screen) -> T) -> T {
         let state = self.state();
@@ -345,6 +353,91 @@ fn screen_text(screen: &vt100::Screen) -> String {
     let rows: Vec<String> =
         screen.rows(0, cols.get()).map(|row| row.trim_end().to_owned()).collect();
     rows.join("\n")
+}
+
+/// The screen as text with its styles marked, for snapshots of colours and attributes:
+/// wherever the style changes, `«fg=green,bold»` names the new one (`«»` is the default
+/// style again); colours 0-15 by name, others as `idx196` or `#rrggbb`; attributes
+/// `bold`, `dim`, `italic`, `underline`, `inverse`. Trailing default-styled spaces are
+/// left out.
+fn styled_text(screen: &vt100::Screen) -> String {
+    let (rows, cols) = screen.size();
+    let mut out: Vec<String> = Vec::new();
+    for row in 0..rows.get() {
+        let mut line = String::new();
+        let mut current = String::new();
+        // Where the line's text ends once trailing default-styled blanks are cut.
+        let mut keep = 0;
+        for col in 0..cols.get() {
+            let Some(cell) = screen.cell(row, col) else { continue };
+            if cell.is_wide_continuation() {
+                continue;
+            }
+            let style = cell_style(cell);
+            if style != current {
+                line.push_str(&format!("«{style}»"));
+                current = style;
+            }
+            let contents = cell.contents();
+            line.push_str(if contents.is_empty() { " " } else { contents });
+            if !(current.is_empty() && contents.trim().is_empty()) {
+                keep = line.len();
+            }
+        }
+        line.truncate(keep);
+        out.push(line);
+    }
+    out.join("\n")
+}
+
+fn cell_style(cell: &vt100::Cell) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (name, colour) in [("fg", cell.fgcolor()), ("bg", cell.bgcolor())] {
+        match colour {
+            vt100::Color::Default => {}
+            vt100::Color::Idx(index) => parts.push(format!("{name}={}", colour_name(index))),
+            vt100::Color::Rgb(red, green, blue) => {
+                parts.push(format!("{name}=#{red:02x}{green:02x}{blue:02x}"))
+            }
+        }
+    }
+    for (name, on) in [
+        ("bold", cell.bold()),
+        ("dim", cell.dim()),
+        ("italic", cell.italic()),
+        ("underline", cell.underline()),
+        ("inverse", cell.inverse()),
+    ] {
+        if on {
+            parts.push(name.to_owned());
+        }
+    }
+    parts.join(",")
+}
+
+fn colour_name(index: u8) -> String {
+    const NAMES: [&str; 16] = [
+        "black",
+        "red",
+        "green",
+        "yellow",
+        "blue",
+        "magenta",
+        "cyan",
+        "white",
+        "bright-black",
+        "bright-red",
+        "bright-green",
+        "bright-yellow",
+        "bright-blue",
+        "bright-magenta",
+        "bright-cyan",
+        "bright-white",
+    ];
+    match NAMES.get(usize::from(index)) {
+        Some(name) => (*name).to_owned(),
+        None => format!("idx{index}"),
+    }
 }
 
 fn read_loop(

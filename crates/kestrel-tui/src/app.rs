@@ -24,6 +24,8 @@ use std::time::Instant;
 /// Re-attaching to the session after losing the daemon: how often, how far apart.
 const REATTACH_ATTEMPTS: u32 = 20;
 const REATTACH_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+/// Test hook: `task` makes a background task panic shortly after start-up.
+const PANIC_HOOK_ENV: &str = "KESTREL_TUI_TEST_PANIC";
 /// Lost connections in a row (without a session opening between them) before giving up.
 const MAX_RECONNECTS: u32 = 5;
 
@@ -106,6 +108,9 @@ pub(crate) struct App {
     reattach: Option<(String, PathBuf, u32)>,
     /// Connections lost since a session last opened.
     reconnects: u32,
+    /// Notices of permission prompts withdrawn unanswered since the last turn started,
+    /// said again after re-attaching (which replays the history over the screen).
+    withdrawn: Vec<String>,
     /// Subagent sessions shown under their `task` call: child id → call id.
     pub(crate) children: std::collections::HashMap<String, String>,
     /// `/compact` is running.
@@ -153,6 +158,7 @@ impl App {
             session_cwd: options.cwd.clone(),
             reattach: None,
             reconnects: 0,
+            withdrawn: Vec::new(),
             children: std::collections::HashMap::new(),
             compacting: false,
             compaction_noticed: false,
@@ -212,6 +218,14 @@ impl App {
                 let _ = events.blocking_send(AppEvent::ResumeResolved(result));
             });
         }
+        if std::env::var_os(PANIC_HOOK_ENV).is_some_and(|value| value == "task") {
+            // Test hook (docs/tui.md): a bug in a background task must not leave the UI
+            // running on a restored terminal, nor a dead UI on a raw one.
+            tokio::spawn(async {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                panic!("{PANIC_HOOK_ENV}=task: a panic in a background task");
+            });
+        }
         self.pending_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
         self.pending_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
     }
@@ -252,8 +266,14 @@ impl App {
             AppEvent::Incoming(message) => self.incoming(message),
             AppEvent::Disconnected => {
                 self.connection = None;
-                self.turn = None;
-                self.approvals.clear();
+                let was_working = self.turn.take().is_some();
+                // A waiting prompt cannot be answered any more: say so, plainly.
+                self.withdraw_approvals(
+                    "the connection to the daemon was lost before it was answered; the turn was stopped here (a session that still runs that call asks again)",
+                );
+                if was_working {
+                    self.transcript.fail_unfinished_tools();
+                }
                 self.status.link = LinkState::Lost("the daemon closed the connection".into());
                 self.reconnects += 1;
                 if self.reconnects > MAX_RECONNECTS {
@@ -311,6 +331,12 @@ impl App {
                     format!("cannot follow subagent {short}: {message}"),
                 );
             }
+            AppEvent::AnswerLost { title } => self.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "your answer to `{title}` did not reach the daemon (the connection was lost), so nothing ran; if the session still runs that call, it asks again once reconnected"
+                ),
+            ),
             AppEvent::Reattach => {
                 if let Some((id, cwd, _)) = &self.reattach {
                     self.resume_target = Some((id.clone(), cwd.clone()));
@@ -429,6 +455,9 @@ impl App {
         self.set_config_options(opened.config_options);
         if reattached {
             self.notice(NoticeLevel::Info, "reconnected to the daemon; the session carries on");
+            for text in self.withdrawn.clone() {
+                self.notice(NoticeLevel::Warning, text);
+            }
         } else if opened.loaded {
             for prompt in self.transcript.user_prompts() {
                 self.composer.remember(&prompt);
@@ -500,6 +529,7 @@ impl App {
         self.transcript.scroll_to_bottom();
         self.turn = Some(Turn { started: Instant::now(), interrupted: false, steered: false });
         self.restarted_in_turn = false;
+        self.withdrawn.clear();
         self.status.link = LinkState::Working;
         self.last_update_was_user = false;
     }
@@ -520,6 +550,17 @@ impl App {
         self.pump();
     }
 
+    /// Drops the waiting permission prompts that can no longer be answered, saying so
+    /// for each (nothing it asked about ran): a prompt must not just vanish.
+    pub(crate) fn withdraw_approvals(&mut self, why: &str) {
+        for approval in std::mem::take(&mut self.approvals) {
+            let text =
+                format!("the approval of `{}` was withdrawn, nothing ran: {why}", approval.title());
+            self.withdrawn.push(text.clone());
+            self.notice(NoticeLevel::Warning, text);
+        }
+    }
+
     /// Asks the running turn to stop (answering waiting permission requests as
     /// cancelled).
     pub(crate) fn interrupt(&mut self) {
@@ -527,7 +568,7 @@ impl App {
         turn.interrupted = true;
         if let Some(connection) = &self.connection {
             for approval in self.approvals.drain(..) {
-                client::answer_permission(connection, approval.id, None);
+                client::answer_permission(connection, approval.id, None, None);
             }
             if let SessionState::Open(id) = &self.session {
                 client::cancel(connection, id);
@@ -539,7 +580,11 @@ impl App {
         let turn = self.turn.take();
         let interrupted = turn.as_ref().is_some_and(|turn| turn.interrupted);
         let steered = turn.as_ref().is_some_and(|turn| turn.steered);
-        self.approvals.clear();
+        let why = match &result {
+            Err(message) => format!("the turn ended before it was answered ({message})"),
+            Ok(_) => "the turn ended before it was answered".to_owned(),
+        };
+        self.withdraw_approvals(&why);
         self.status.link = LinkState::Ready;
         match result {
             Ok(acp::StopReason::EndTurn) => {}

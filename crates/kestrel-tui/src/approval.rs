@@ -1,7 +1,10 @@
 //! The permission prompt for `ask` mode. It cannot be answered by a stray key: nothing
 //! is selected when it appears, digits and arrows only select, and Enter confirms a
-//! selection. Rejecting asks for an optional reason (sent to the worker with the answer).
-//! Esc interrupts the turn instead of answering.
+//! selection. Rejecting asks for an optional reason (typed or pasted; sent to the worker
+//! with the answer). Esc rejects once without a reason (nothing runs; the turn goes on
+//! and the model learns it was refused), as "no" does in Codex and Claude Code; ctrl+c
+//! interrupts the whole turn. On a short terminal the call's title and the options stay
+//! visible and the preview gives way.
 
 use crate::diff_view;
 use crate::theme;
@@ -26,6 +29,8 @@ pub(crate) struct ApprovalOption {
     pub(crate) id: String,
     pub(crate) label: String,
     pub(crate) rejects: bool,
+    /// `reject_once` (rather than `reject_always`): what Esc answers.
+    pub(crate) once: bool,
 }
 
 /// What a key did to the prompt.
@@ -33,7 +38,6 @@ pub(crate) struct ApprovalOption {
 pub(crate) enum ApprovalAction {
     None,
     Answer { option_id: String, reason: Option<String> },
-    Interrupt,
 }
 
 /// A waiting `session/request_permission`.
@@ -78,6 +82,7 @@ impl Approval {
                     option.kind,
                     acp::PermissionOptionKind::RejectOnce | acp::PermissionOptionKind::RejectAlways
                 ),
+                once: !matches!(option.kind, acp::PermissionOptionKind::RejectAlways),
                 label: option.name,
             })
             .collect();
@@ -122,7 +127,17 @@ impl Approval {
             return ApprovalAction::None;
         }
         match key.code {
-            KeyCode::Esc => return ApprovalAction::Interrupt,
+            KeyCode::Esc => {
+                // Reject once, without a reason; a prompt offering no rejection stays.
+                let reject = self
+                    .options
+                    .iter()
+                    .find(|option| option.rejects && option.once)
+                    .or_else(|| self.options.iter().find(|option| option.rejects));
+                if let Some(option) = reject {
+                    return ApprovalAction::Answer { option_id: option.id.clone(), reason: None };
+                }
+            }
             KeyCode::Up => {
                 self.typing = false;
                 self.selected = Some(self.selected.map_or(0, |index| index.saturating_sub(1)))
@@ -160,18 +175,39 @@ impl Approval {
         ApprovalAction::None
     }
 
+    /// Pasted text goes into the reason when one is being typed (lines joined by
+    /// spaces); elsewhere a paste answers nothing. Returns whether it was taken.
+    pub(crate) fn paste(&mut self, text: &str) -> bool {
+        let Some(reason) = &mut self.reason else { return false };
+        let joined: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if !reason.is_empty() && !reason.ends_with(' ') && !joined.is_empty() {
+            reason.push(' ');
+        }
+        reason.push_str(&joined.join(" "));
+        true
+    }
+
+    /// What the prompt asks about, for notices.
+    pub(crate) fn title(&self) -> &str {
+        &self.title
+    }
+
     /// What the call would do: the command, the edit as a diff, the patch.
     fn preview(&self, width: usize) -> Vec<Line<'static>> {
         let Some(input) = &self.raw_input else { return Vec::new() };
         let text = |key: &str| input.get(key).and_then(Value::as_str);
-        let mut lines = match (self.name.as_deref(), text("command")) {
+        match (self.name.as_deref(), text("command")) {
+            // One `$`: the command's later lines (a heredoc, a script) are not commands.
             (Some("shell") | None, Some(command)) => command
                 .lines()
-                .flat_map(|line| {
+                .enumerate()
+                .flat_map(|(index, line)| {
+                    let first =
+                        if index == 0 { Span::styled("$ ", theme::dim()) } else { Span::raw("  ") };
                     hard_wrap(
                         vec![Span::styled(line.to_owned(), theme::accent())],
                         width,
-                        &[Span::styled("$ ", theme::dim())],
+                        &[first],
                         &[Span::raw("  ")],
                     )
                 })
@@ -199,17 +235,12 @@ impl Approval {
                     }
                 },
             },
-        };
-        if lines.len() > PREVIEW_LINES {
-            let hidden = lines.len() - PREVIEW_LINES;
-            lines.truncate(PREVIEW_LINES);
-            lines.push(Line::from(Span::styled(format!("… {hidden} more lines"), theme::dim())));
         }
-        lines
     }
 
-    fn lines(&self, width: usize) -> Vec<Line<'static>> {
-        let mut lines = wrap_spans(
+    /// The prompt's parts at `width`, in the order shown.
+    fn sections(&self, width: usize) -> Sections {
+        let head = wrap_spans(
             &[Span::styled(self.title.clone(), theme::bold())],
             width,
             &[Span::styled(
@@ -218,48 +249,93 @@ impl Approval {
             )],
             &[Span::raw("  ")],
         );
-        if let Some(summary) = &self.summary {
-            let spans = [Span::styled(summary.clone(), theme::dim())];
-            lines.extend(wrap_spans(&spans, width, &[], &[]));
-        }
-        lines.extend(self.preview(width));
-        lines.push(Line::default());
+        let summary = match &self.summary {
+            Some(summary) => {
+                wrap_spans(&[Span::styled(summary.clone(), theme::dim())], width, &[], &[])
+            }
+            None => Vec::new(),
+        };
+        let mut choices = Vec::new();
         for (index, option) in self.options.iter().enumerate() {
             let chosen = self.selected == Some(index);
             let style = if chosen { theme::selected() } else { Style::default() };
             let pointer = if chosen { "› " } else { "  " };
             let label = format!("{}. {}", index + 1, option.label);
             let spans = vec![Span::styled(pointer, style), Span::styled(label, style)];
-            lines.push(Line::from(truncate_spans(spans, width)));
+            choices.push(Line::from(truncate_spans(spans, width)));
         }
+        let count = self.options.len();
         let hint = match &self.reason {
             Some(reason) => {
-                lines.push(Line::default());
-                lines.push(Line::from(vec![
+                choices.push(Line::default());
+                let spans = [
                     Span::styled("Reason (optional): ", theme::bold()),
                     Span::raw(reason.clone()),
                     Span::styled("▏", theme::accent()),
-                ]));
+                ];
+                choices.extend(wrap_spans(&spans, width, &[], &[Span::raw("  ")]));
                 "enter send · esc back".to_owned()
             }
             None if self.selected.is_some() => {
-                format!("enter confirm · ↑↓ or 1-{} change · esc interrupt", self.options.len())
-            }
-            None => {
                 format!(
-                    "↑↓ or 1-{} select, then enter · esc interrupt the turn",
-                    self.options.len()
+                    "enter confirm · ↑↓ or 1-{count} change · esc reject · ctrl+c stop the turn"
                 )
             }
+            None => {
+                format!("↑↓ or 1-{count} select, then enter · esc reject · ctrl+c stop the turn")
+            }
         };
-        lines.push(Line::from(Span::styled(hint, theme::dim())));
+        let hint = Line::from(truncate_spans(vec![Span::styled(hint, theme::dim())], width));
+        Sections { head, summary, preview: self.preview(width), choices, hint }
+    }
+
+    /// The lines to show in `rows` rows: the call's title and the options (with the
+    /// reason and the keys) first, then as much of the preview as fits (its cut marked),
+    /// then the policy's summary. A stray key cannot answer, so hiding what is being
+    /// approved would be the one way to approve blindly.
+    fn fit(&self, width: usize, rows: usize) -> Vec<Line<'static>> {
+        let Sections { head, summary, mut preview, choices, hint } = self.sections(width);
+        let needed = choices.len() + 1;
+        if rows <= needed + 1 {
+            // Too short for everything: the title's first line, then the options.
+            let mut lines: Vec<Line<'static>> = head.into_iter().take(1).collect();
+            lines.extend(choices);
+            lines.push(hint);
+            lines.truncate(rows);
+            return lines;
+        }
+        let mut budget = rows - needed;
+        let head_rows = head.len().min(budget);
+        budget -= head_rows;
+        let preview_limit = budget.min(PREVIEW_LINES + 1);
+        if preview.len() > preview_limit {
+            let shown = preview_limit.saturating_sub(1);
+            let hidden = preview.len() - shown;
+            preview.truncate(shown);
+            if preview_limit > 0 {
+                let marker = format!("… {hidden} more lines");
+                preview.push(Line::from(Span::styled(marker, theme::dim())));
+            }
+        }
+        budget -= preview.len();
+        let summary_rows = if summary.len() <= budget { summary.len() } else { 0 };
+        budget -= summary_rows;
+        let mut lines: Vec<Line<'static>> = head.into_iter().take(head_rows).collect();
+        lines.extend(summary.into_iter().take(summary_rows));
+        lines.extend(preview);
+        if budget > 0 {
+            lines.push(Line::default());
+        }
+        lines.extend(choices);
+        lines.push(hint);
         lines
     }
 
     /// Rows needed at `width` (borders included).
     pub(crate) fn height(&self, width: u16) -> u16 {
         let inner = usize::from(width.saturating_sub(4)).max(10);
-        u16::try_from(self.lines(inner).len() + 2).unwrap_or(u16::MAX)
+        let rows = self.fit(inner, usize::MAX / 2).len();
+        u16::try_from(rows + 2).unwrap_or(u16::MAX)
     }
 
     pub(crate) fn draw(&self, area: Rect, buffer: &mut Buffer) {
@@ -272,17 +348,25 @@ impl Approval {
         let inner = block.inner(area);
         block.render(area, buffer);
         let inner = Rect { x: inner.x + 1, width: inner.width.saturating_sub(2), ..inner };
-        let lines = self.lines(usize::from(inner.width).max(10));
-        // Keep the options and hint visible when the preview does not fit.
-        let skip = lines.len().saturating_sub(usize::from(inner.height));
-        for (row, line) in lines.iter().skip(skip).enumerate() {
-            let y = inner.y + u16::try_from(row).unwrap_or(0);
+        let lines = self.fit(usize::from(inner.width).max(10), usize::from(inner.height));
+        for (row, line) in lines.into_iter().enumerate() {
+            let y = inner.y + u16::try_from(row).unwrap_or(u16::MAX);
             if y >= inner.y + inner.height {
                 break;
             }
-            line.clone().render(Rect { x: inner.x, y, width: inner.width, height: 1 }, buffer);
+            line.render(Rect { x: inner.x, y, width: inner.width, height: 1 }, buffer);
         }
     }
+}
+
+/// The parts of a prompt, before fitting them to a height.
+struct Sections {
+    head: Vec<Line<'static>>,
+    summary: Vec<Line<'static>>,
+    preview: Vec<Line<'static>>,
+    /// The options, then the reason being typed.
+    choices: Vec<Line<'static>>,
+    hint: Line<'static>,
 }
 
 #[cfg(test)]
@@ -342,21 +426,54 @@ mod tests {
     }
 
     #[test]
-    fn rejecting_takes_a_reason_and_esc_interrupts() {
+    fn rejecting_takes_a_typed_or_pasted_reason_and_esc_rejects_once() {
         let mut prompt = approval();
         prompt.handle_key(key(KeyCode::Char('3')));
         assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
         for ch in "too risky".chars() {
             prompt.handle_key(key(KeyCode::Char(ch)));
         }
+        assert!(prompt.paste("for\nnow\n"));
         assert_eq!(
             prompt.handle_key(key(KeyCode::Enter)),
             ApprovalAction::Answer {
                 option_id: "reject_once".into(),
-                reason: Some("too risky".into())
+                reason: Some("too risky for now".into())
             }
         );
         let mut prompt = approval();
-        assert_eq!(prompt.handle_key(key(KeyCode::Esc)), ApprovalAction::Interrupt);
+        assert!(!prompt.paste("1"), "a paste outside the reason answers nothing");
+        assert_eq!(
+            prompt.handle_key(key(KeyCode::Esc)),
+            ApprovalAction::Answer { option_id: "reject_once".into(), reason: None }
+        );
+    }
+
+    fn text(lines: &[Line<'_>]) -> String {
+        let rows: Vec<String> = lines
+            .iter()
+            .map(|line| line.spans.iter().map(|span| span.content.as_ref()).collect())
+            .collect();
+        rows.join("\n")
+    }
+
+    #[test]
+    fn a_short_prompt_keeps_the_title_and_options_and_cuts_the_preview() {
+        let mut prompt = approval();
+        let long: String = (1..=30).map(|n| format!("echo {n}\n")).collect();
+        prompt.raw_input = Some(json!({"command": long}));
+        let tall = text(&prompt.fit(60, 100));
+        assert!(tall.contains("  echo 12") && tall.contains("… 18 more lines"), "{tall}");
+        for rows in [9, 7] {
+            let short = prompt.fit(60, rows);
+            assert!(short.len() <= rows);
+            let short = text(&short);
+            assert!(short.starts_with("Allow shell: rm -rf build"), "{short}");
+            assert!(short.contains("3. Reject") && short.contains("esc reject"), "{short}");
+        }
+        let seven = text(&prompt.fit(60, 7));
+        assert!(seven.contains("$ echo 1\n… 29 more lines"), "{seven}");
+        let tiny = text(&prompt.fit(60, 3));
+        assert_eq!(tiny, "Allow shell: rm -rf build\n  1. Allow once\n  2. Always allow shell");
     }
 }

@@ -258,11 +258,14 @@ fn parse_sessions(answer: &Value) -> Result<Vec<SessionEntry>, String> {
 }
 
 /// Answers a `session/request_permission` with the chosen option (and a reason for a
-/// refusal, in `_meta.kestrel.reason`), or as cancelled.
+/// refusal, in `_meta.kestrel.reason`), or as cancelled. With `report` (the prompt's
+/// title and the UI's events), an answer that cannot be written is reported as
+/// [`AppEvent::AnswerLost`] rather than dropped.
 pub(crate) fn answer_permission(
     connection: &Connection,
     id: RequestId,
     choice: Option<(String, Option<String>)>,
+    report: Option<(String, Events)>,
 ) {
     let connection = connection.clone();
     let outcome = match choice {
@@ -276,7 +279,12 @@ pub(crate) fn answer_permission(
         None => json!({"outcome": "cancelled"}),
     };
     tokio::spawn(async move {
-        let _ = connection.respond(id, Ok(json!({"outcome": outcome}))).await;
+        let sent = connection.respond(id, Ok(json!({"outcome": outcome}))).await;
+        if sent.is_err()
+            && let Some((title, events)) = report
+        {
+            let _ = events.send(AppEvent::AnswerLost { title }).await;
+        }
     });
 }
 

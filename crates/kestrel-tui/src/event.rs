@@ -101,6 +101,10 @@ pub(crate) enum AppEvent {
         session_id: String,
         message: String,
     },
+    /// The answer to a permission prompt could not be sent (the connection was lost).
+    AnswerLost {
+        title: String,
+    },
     /// Try again to attach to the session after losing the daemon.
     Reattach,
     /// Syntax highlighting became available: redraw.

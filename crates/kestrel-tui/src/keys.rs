@@ -27,7 +27,9 @@ impl App {
         match event {
             Event::Key(key) if key.kind != KeyEventKind::Release => self.handle_key(key),
             Event::Paste(text) => {
-                if self.approvals.is_empty() && self.picker.is_none() {
+                if let Some(approval) = self.approvals.front_mut() {
+                    approval.paste(&text);
+                } else if self.picker.is_none() {
                     let cwd = self.cwd.clone();
                     self.composer.paste(&text, &cwd);
                 }
@@ -79,17 +81,8 @@ impl App {
         if let Some(approval) = self.approvals.front_mut() {
             match approval.handle_key(key) {
                 ApprovalAction::None => {}
-                ApprovalAction::Interrupt => self.interrupt(),
                 ApprovalAction::Answer { option_id, reason } => {
-                    if let (Some(approval), Some(connection)) =
-                        (self.approvals.pop_front(), &self.connection)
-                    {
-                        client::answer_permission(
-                            connection,
-                            approval.id,
-                            Some((option_id, reason)),
-                        );
-                    }
+                    self.answer_approval(option_id, reason)
                 }
             }
             return;
@@ -111,6 +104,20 @@ impl App {
         }
         self.composer_key(key);
         self.after_edit();
+    }
+
+    /// Sends the answer to the front prompt. Without a connection the prompt stays
+    /// (and says so) rather than the answer being dropped; an answer the daemon never
+    /// got is reported by [`AppEvent::AnswerLost`].
+    fn answer_approval(&mut self, option_id: String, reason: Option<String>) {
+        let Some(connection) = &self.connection else {
+            self.status.hint =
+                Some("not connected to the daemon: answer again once reconnected".into());
+            return;
+        };
+        let Some(approval) = self.approvals.pop_front() else { return };
+        let report = Some((approval.title().to_owned(), self.events.clone()));
+        client::answer_permission(connection, approval.id, Some((option_id, reason)), report);
     }
 
     fn ctrl_c(&mut self) {

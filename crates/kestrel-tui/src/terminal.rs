@@ -28,8 +28,11 @@ const OUTPUT_BUFFER: usize = 64 * 1024;
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 
+/// The exit code after a panic (Rust's own for a panicking main).
+const PANIC_EXIT: i32 = 101;
+
 /// Puts the terminal into the UI's mode and returns it to draw on. Installs the panic
-/// hook that restores the terminal before the panic message is printed.
+/// hook (see [`on_panic`]).
 ///
 /// Fails when stdout is not a terminal that accepts raw mode.
 pub(crate) fn enter() -> io::Result<Screen> {
@@ -38,6 +41,7 @@ pub(crate) fn enter() -> io::Result<Screen> {
         std::panic::set_hook(Box::new(move |info| {
             restore();
             previous(info);
+            on_panic();
         }));
     });
     set_modes()?;
@@ -73,6 +77,21 @@ pub(crate) fn restore() {
         cursor::Show
     );
     let _ = disable_raw_mode();
+}
+
+/// After a panic on any thread, the terminal restored and the message printed: the
+/// process ends. A panic in a background task would otherwise be caught by tokio and
+/// leave the UI running on a cooked terminal (or, on the input thread, a UI that no
+/// longer reads keys); a half-working UI is worse than a clear exit. The session
+/// itself lives in the daemon and can be resumed.
+fn on_panic() {
+    let message =
+        b"kestrel: the UI stopped after an internal error (above); the terminal was restored. \
+Your session keeps running in the daemon: `kestrel resume --last` reopens it.\n";
+    let mut stderr = io::stderr();
+    let _ = io::Write::write_all(&mut stderr, message);
+    let _ = io::Write::flush(&mut stderr);
+    std::process::exit(PANIC_EXIT);
 }
 
 /// Stops the process (ctrl+z) with the terminal restored, and takes it back when the

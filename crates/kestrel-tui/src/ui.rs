@@ -22,15 +22,17 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
         Line::from("…").render(area, frame.buffer_mut());
         return;
     }
-    let bottom_height = match app.approvals.front() {
-        Some(approval) => approval.height(area.width).min(area.height.saturating_sub(2)),
-        None => app.composer.rows(area.width.saturating_sub(2)) + 2,
-    };
     let queued = app.queue.len().min(QUEUE_LINES);
     let working = usize::from((app.turn.is_some() || app.compacting) && app.approvals.is_empty());
     let middle = u16::try_from(queued + working).unwrap_or(0);
+    let bottom_height = match app.approvals.front() {
+        // A prompt may take every row but the status line's: what it asks about must
+        // not be cut off to keep the transcript in view.
+        Some(approval) => approval.height(area.width).min(area.height.saturating_sub(1 + middle)),
+        None => app.composer.rows(area.width.saturating_sub(2)) + 2,
+    };
     let [transcript_area, middle_area, bottom_area, status_area] = Layout::vertical([
-        Constraint::Min(1),
+        Constraint::Min(0),
         Constraint::Length(middle),
         Constraint::Length(bottom_height),
         Constraint::Length(1),

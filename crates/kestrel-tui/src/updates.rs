@@ -43,7 +43,9 @@ impl App {
                         if self.turn.is_some() {
                             self.restarted_in_turn = true;
                         }
-                        self.approvals.clear();
+                        self.withdraw_approvals(
+                            "the session's worker stopped before it was answered",
+                        );
                     }
                 }
                 _ => {}
@@ -64,10 +66,10 @@ impl App {
                             self.bell = true;
                             self.transcript.scroll_to_bottom();
                         } else {
-                            client::answer_permission(&connection, approval.id, None);
+                            client::answer_permission(&connection, approval.id, None, None);
                         }
                     }
-                    Err(_) => client::answer_permission(&connection, request.id, None),
+                    Err(_) => client::answer_permission(&connection, request.id, None, None),
                 }
             }
         }

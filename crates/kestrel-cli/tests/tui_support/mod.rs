@@ -52,6 +52,40 @@ impl TuiTest {
         self.pty()
     }
 
+    /// Starts `command` on a `rows` x `cols` pty and waits for the first frame.
+    pub fn start_command(&mut self, command: &std::process::Command, rows: u16, cols: u16) {
+        self.pty = Some(Pty::spawn(command, rows, cols).expect("kestrel starts on a pty"));
+        self.wait_until("the first frame", |screen| screen.contains("─────"));
+    }
+
+    /// `sh -c` running kestrel (with this test's environment) and then printing its exit
+    /// code and the terminal's `icanon`/`echo` modes, to see what it left behind.
+    pub fn in_shell(&self, extra_env: &[(&str, &str)]) -> std::process::Command {
+        let kestrel = self.command(&[]);
+        let mut shell = std::process::Command::new("sh");
+        shell
+            .arg("-c")
+            .arg("\"$0\"; echo \"exit=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo")
+            .arg(kestrel.get_program());
+        for (key, value) in kestrel.get_envs() {
+            match value {
+                Some(value) => shell.env(key, value),
+                None => shell.env_remove(key),
+            };
+        }
+        for (key, value) in extra_env {
+            shell.env(key, value);
+        }
+        shell.current_dir(self.env.work.path());
+        shell
+    }
+
+    /// The settled screen with its styles (kestrel-testkit's `styled_text`), masked.
+    pub fn settled_styles(&self) -> String {
+        self.settled();
+        self.mask(&self.pty().styled_text())
+    }
+
     pub fn pty(&self) -> &Pty {
         self.pty.as_ref().expect("started")
     }
