@@ -209,6 +209,16 @@ fn a_file_edit_shows_a_coloured_diff() {
         screen.cell(u16::try_from(row).unwrap(), u16::try_from(col).unwrap()).unwrap().fgcolor()
     });
     assert_eq!(colour, kestrel_testkit::vt100::Color::Idx(2), "green");
+    let styled = test.settled_styles();
+    let rows: Vec<&str> = styled
+        .lines()
+        .filter(|row| ["alpha", "beta", "BETA", "gamma"].iter().any(|word| row.contains(word)))
+        .collect();
+    kestrel_testkit::assert_snapshot(
+        &tui_support::snapshot_dir(),
+        "edit_diff.styles",
+        &rows.join("\n"),
+    );
 }
 
 #[test]

@@ -296,6 +296,16 @@ fn a_16_colour_terminal_gets_highlighting_in_its_16_colours() {
         &test,
         |colour| matches!(colour, vt100::Color::Idx(index) if index < 16 && index != 7),
     );
+    // Every colour of the block is one of the 16 (named in the styles snapshot).
+    let styled = test.settled_styles();
+    let rows: Vec<&str> = styled
+        .lines()
+        .filter(|row| ["fn", "let", "}"].iter().any(|word| row.contains(word)))
+        .filter(|row| !row.contains("Kestrel"))
+        .collect();
+    let rows = rows.join("\n");
+    assert!(!rows.contains("idx") && !rows.contains('#'), "only the 16 colours: {rows}");
+    kestrel_testkit::assert_snapshot(&tui_support::snapshot_dir(), "code_16_colours.styles", &rows);
 }
 
 #[test]
