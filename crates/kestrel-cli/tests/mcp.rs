@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod catalog_support;
 mod common;
 mod worker_support;
 
@@ -52,6 +53,26 @@ fn offered_tools(request: &LoggedRequest) -> Vec<String> {
         .collect()
 }
 
+/// Caches a catalog in which the scripted model takes images (MCP images are sent only
+/// to such models).
+fn vision_catalog(env: &TestEnv) {
+    let server = catalog_support::CatalogServer::start(
+        r#"{"scripted": {"id": "scripted", "models": {"test-model": {"id": "test-model",
+            "modalities": {"input": ["text", "image"], "output": ["text"]}}}}}"#,
+    );
+    let output = env
+        .command(&["models", "scripted", "--refresh"])
+        .env("KESTREL_CATALOG_URL", &server.url)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// The model requests (`kestrel models` also asked the provider's list with a GET).
+fn model_requests(env: &TestEnv) -> Vec<LoggedRequest> {
+    env.requests().into_iter().filter(|request| request.method == "POST").collect()
+}
+
 fn everything() -> String {
     server_table("everything", &bin("mcp-server-everything").display().to_string(), &["stdio"], "")
 }
@@ -68,6 +89,7 @@ fn tools_of_both_npm_servers_are_called_end_to_end_on_every_wire() {
                 Step::text("All three tools answered."),
             ]),
         );
+        vision_catalog(&env);
         let work = env.work_path();
         std::fs::write(work.join("notes.txt"), "the secret word is kestrel\n").unwrap();
         let fs = bin("mcp-server-filesystem").display().to_string();
@@ -81,7 +103,7 @@ fn tools_of_both_npm_servers_are_called_end_to_end_on_every_wire() {
         assert_eq!(stdout(&output), "All three tools answered.\n", "{wire:?}");
         assert!(!stderr(&output).contains("MCP server"), "{wire:?}: {}", stderr(&output));
 
-        let requests = env.requests();
+        let requests = model_requests(&env);
         assert_eq!(requests.len(), 4, "{wire:?}");
         // A call waits for its server, so the requests after it list that server's tools.
         let tools = offered_tools(&requests[1]);

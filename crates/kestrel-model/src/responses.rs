@@ -69,6 +69,7 @@ fn push_items(message: &Message, input: &mut Vec<Value>) {
                     ContentPart::Text(text) => json!({"type": "input_text", "text": text}),
                     ContentPart::Image { media_type, data } => json!({
                         "type": "input_image",
+                        "detail": "auto",
                         "image_url": format!("data:{media_type};base64,{data}"),
                     }),
                 })

@@ -81,3 +81,37 @@ fn anthropic_refuses_tool_use_without_result_empty_text_and_too_many_breakpoints
     assert!(message(&response).contains("maximum of 4"), "{}", message(&response));
     assert_eq!(server.remaining(), 1);
 }
+
+#[test]
+fn images_are_refused_in_shapes_the_real_apis_refuse() {
+    let server = start();
+    let data = "data:image/png;base64,iVBORw0KGgo=";
+    // Chat: a tool message carries text only; an image goes in a user message.
+    let call =
+        json!({"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}});
+    let tool_image = json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": [
+            {"type": "image_url", "image_url": {"url": data}}]}
+    ]});
+    let response = post(&server, "chat/completions", &tool_image);
+    assert_eq!(response.status, 400);
+    assert!(message(&response).contains("tool message"), "{}", message(&response));
+    let bad_url = json!({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "iVBORw0KGgo="}}]}]});
+    assert_eq!(post(&server, "chat/completions", &bad_url).status, 400);
+    // Responses: input_image needs `detail` and a URL.
+    let no_detail = json!({"model": "m", "store": false, "input": [{"type": "message",
+        "role": "user", "content": [{"type": "input_image", "image_url": data}]}]});
+    let response = post(&server, "responses", &no_detail);
+    assert_eq!(response.status, 400);
+    assert!(message(&response).contains("detail"), "{}", message(&response));
+    // Anthropic: only the four image types, with data.
+    let bmp = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": "Qk0="}}]}]});
+    let response = post(&server, "messages", &bmp);
+    assert_eq!(response.status, 400);
+    assert!(message(&response).contains("media_type"), "{}", message(&response));
+    assert_eq!(server.remaining(), 1, "refused requests use no step");
+}

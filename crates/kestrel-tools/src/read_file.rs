@@ -1,9 +1,12 @@
 //! `read_file`: a text file as numbered lines, a page at a time. The file is streamed,
-//! never loaded whole, so a multi-GB file costs only the page that is shown.
+//! never loaded whole, so a multi-GB file costs only the page that is shown. An image
+//! (PNG, JPEG, GIF, WebP, told by its first bytes) comes back as an image of the result
+//! with a `[image: TYPE]` placeholder in its text; the session sends it to models that
+//! take images and tells the others it could not be shown.
 
 use crate::arguments::{self, optional_u64};
 use crate::workspace::{self, Access};
-use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
+use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolImage, ToolOutput, paths};
 use serde::Deserialize;
 use serde_json::json;
 use std::fs::File;
@@ -20,6 +23,9 @@ const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 const BINARY_PROBE: usize = 8 * 1024;
 /// Up to this size the total line count is cheap enough to report.
 const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
+/// The largest image returned: its base64 stays within Anthropic's 5 MB per image (the
+/// strictest of the providers).
+pub const MAX_IMAGE_BYTES: u64 = 3_750_000;
 
 /// The `read_file` tool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -43,8 +49,9 @@ impl Tool for ReadFileTool {
                  tab, text). Reads up to {DEFAULT_LIMIT} lines from the start by default; for \
                  long files pass `offset` (1-based line to start at) and `limit` (number of \
                  lines) to page. Lines longer than {MAX_LINE_CHARS} characters are cut. \
-                 Binary files are refused; use list_dir for directories. The line numbers are \
-                 not part of the file: leave them out of edit_file's old_string."
+                 Images (PNG, JPEG, GIF, WebP) are shown as images when the model takes them; \
+                 other binary files are refused; use list_dir for directories. The line \
+                 numbers are not part of the file: leave them out of edit_file's old_string."
             ),
             parameters: json!({
                 "type": "object",
@@ -122,6 +129,11 @@ fn read_page(path: &Path, shown: &str, page: Page) -> ToolOutput {
         Ok(file) => file,
         Err(error) => return ToolOutput::error(format!("cannot open {shown}: {error}")),
     };
+    match image_type(&mut file) {
+        Ok(Some(media_type)) => return read_image(file, shown, media_type, metadata.len()),
+        Ok(None) => {}
+        Err(error) => return ToolOutput::error(format!("cannot read {shown}: {error}")),
+    }
     match probe_binary(&mut file) {
         Ok(true) => {
             return ToolOutput::error(format!(
@@ -140,6 +152,70 @@ fn read_page(path: &Path, shown: &str, page: Page) -> ToolOutput {
         Ok(numbered) => finish(path, shown, size, page, numbered),
         Err(error) => ToolOutput::error(format!("cannot read {shown}: {error}")),
     }
+}
+
+/// The image type the file's first bytes announce, for the formats every provider takes.
+/// Rewinds the file.
+fn image_type(file: &mut File) -> io::Result<Option<&'static str>> {
+    use std::io::Seek;
+    let mut head = [0u8; 12];
+    let mut filled = 0;
+    while filled < head.len() {
+        match file.read(&mut head[filled..])? {
+            0 => break,
+            read => filled += read,
+        }
+    }
+    file.rewind()?;
+    let head = &head[..filled];
+    let media_type = if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() == 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    };
+    Ok(media_type)
+}
+
+/// The whole image as the result's image, with its placeholder and size as the text.
+fn read_image(mut file: File, shown: &str, media_type: &str, size: u64) -> ToolOutput {
+    if size > MAX_IMAGE_BYTES {
+        return ToolOutput::error(format!(
+            "{shown} is an image ({media_type}, {size} bytes), too large to show: at most \
+             {MAX_IMAGE_BYTES} bytes"
+        ));
+    }
+    let mut bytes = Vec::new();
+    if let Err(error) = file.read_to_end(&mut bytes) {
+        return ToolOutput::error(format!("cannot read {shown}: {error}"));
+    }
+    let image = ToolImage { media_type: media_type.to_string(), data: base64(&bytes) };
+    ToolOutput {
+        content: format!("[image: {media_type}] {shown} ({} bytes)", bytes.len()),
+        images: vec![image],
+        ..ToolOutput::default()
+    }
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let index = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+        out.push(index(18));
+        out.push(index(12));
+        out.push(if chunk.len() > 1 { index(6) } else { '=' });
+        out.push(if chunk.len() > 2 { index(0) } else { '=' });
+    }
+    out
 }
 
 /// True when the first bytes of the file hold a NUL. Rewinds the file.
@@ -315,4 +391,67 @@ fn count_lines(path: &Path) -> Option<u64> {
         last = buffer[read - 1];
     }
     Some(lines + u64::from(last != b'\n'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest valid PNG: 1×1, transparent.
+    const PNG: &[u8] = &[
+        0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F,
+        0x15, 0xC4, 0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00,
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49,
+        0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+    ];
+
+    fn read(name: &str, bytes: &[u8]) -> ToolOutput {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        read_page(&path, name, Page { offset: 1, limit: DEFAULT_LIMIT })
+    }
+
+    #[test]
+    fn an_image_is_returned_as_an_image_with_a_placeholder() {
+        let output = read("dot.bin", PNG);
+        assert!(!output.is_error, "{}", output.content);
+        assert_eq!(output.content, format!("[image: image/png] dot.bin ({} bytes)", PNG.len()));
+        assert_eq!(output.images.len(), 1);
+        assert_eq!(output.images[0].media_type, "image/png");
+        assert!(output.images[0].data.starts_with("iVBORw0KGgo"), "{}", output.images[0].data);
+        let jpeg = read("photo.jpg", &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, b'J', b'F', b'I', b'F']);
+        assert_eq!(jpeg.images[0].media_type, "image/jpeg");
+        let webp = read("a.webp", b"RIFF\x10\0\0\0WEBPVP8 ");
+        assert_eq!(webp.images[0].media_type, "image/webp");
+    }
+
+    #[test]
+    fn other_binaries_and_huge_images_are_refused_clearly() {
+        let output = read("blob.bin", b"\0\x01\x02 not an image");
+        assert!(output.is_error && output.content.contains("binary file"), "{}", output.content);
+        assert!(output.images.is_empty());
+        let mut huge = PNG.to_vec();
+        huge.resize(usize::try_from(MAX_IMAGE_BYTES).unwrap() + 1, 0);
+        let output = read("huge.png", &huge);
+        assert!(
+            output.is_error && output.content.contains("too large to show"),
+            "{}",
+            output.content
+        );
+        assert!(output.images.is_empty());
+        // Text that merely starts like a format name is text.
+        let output = read("notes.txt", b"GIF is a format\n");
+        assert!(!output.is_error && output.images.is_empty(), "{}", output.content);
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet_and_padding() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(&[0xFB, 0xFF]), "+/8=");
+    }
 }

@@ -103,10 +103,13 @@ impl Session {
                 if let Some(child) = &result.child {
                     usage.add(&child.usage);
                 }
-                images.extend(
-                    result.output.images.iter().map(|image| (call.id.clone(), image.clone())),
-                );
-                self.finish_call(call, result.output, result.duration_ms, sink).await?;
+                let output = if self.settings.profile.accepts_images {
+                    result.output
+                } else {
+                    without_images(result.output)
+                };
+                images.extend(output.images.iter().map(|image| (call.id.clone(), image.clone())));
+                self.finish_call(call, output, result.duration_ms, sink).await?;
             }
             index = end;
         }
@@ -277,6 +280,20 @@ impl Session {
             }),
         }
     }
+}
+
+/// A result for a model that takes no images: the images are dropped and the text says
+/// so, next to their `[image: TYPE]` placeholders.
+fn without_images(mut output: ToolOutput) -> ToolOutput {
+    if !output.images.is_empty() {
+        output.images.clear();
+        output.content.push_str(
+            "\n\n(The image was not sent: the model in use does not take images, according \
+             to the model catalog. Describe what you need from it in other ways, or switch \
+             to a model that takes images.)",
+        );
+    }
+    output
 }
 
 /// The images of one step's tool results, each introduced by the call it came from.

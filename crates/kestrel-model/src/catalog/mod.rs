@@ -268,6 +268,7 @@ mod tests {
         let remote = snapshot.profile(&provider("proxy", "https://proxy.example/v1"), "gpt-5");
         assert!(remote.pricing.is_some());
         assert_eq!(remote.context_window, 400_000);
+        assert!(remote.accepts_images, "gpt-5 takes images (modalities.input)");
         let local = snapshot.profile(&provider("vllm", "http://127.0.0.1:8000/v1"), "gpt-5");
         assert!(local.pricing.is_none());
         assert_eq!(local.context_window, 400_000, "limits still apply");

@@ -89,6 +89,10 @@ pub struct ModelProfile {
     /// `None`: costs are reported as 0.
     pub pricing: Option<Pricing>,
     pub origin: ProfileOrigin,
+    /// Whether the model takes images as input (the catalog's `modalities.input` has
+    /// `image`; without modalities, `attachment`). False for a model the catalog does not
+    /// know: an image sent to a text-only model fails the request.
+    pub accepts_images: bool,
 }
 
 impl ModelProfile {
@@ -99,6 +103,7 @@ impl ModelProfile {
             max_output_tokens: None,
             pricing: None,
             origin: ProfileOrigin::Unknown,
+            accepts_images: false,
         }
     }
 
@@ -112,6 +117,11 @@ impl ModelProfile {
                 ProfileOrigin::Catalog { provider_id }
             } else {
                 ProfileOrigin::OtherProvider { provider_id }
+            },
+            accepts_images: if found.model.input_modalities.is_empty() {
+                found.model.attachment == Some(true)
+            } else {
+                found.model.input_modalities.iter().any(|modality| modality == "image")
             },
         }
     }

@@ -50,6 +50,15 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
         }) {
             return Err("messages: text content blocks must be non-empty".into());
         }
+        // Images: top-level blocks, and inside a tool_result's content list.
+        let nested = content
+            .iter()
+            .filter_map(|b| b.get("content").and_then(Value::as_array))
+            .flatten()
+            .cloned();
+        for block in content.iter().cloned().chain(nested) {
+            check_image(index, &block)?;
+        }
         let uses: Vec<String> = content
             .iter()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
@@ -77,6 +86,33 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// As the real API: an `image` block's base64 `source` names one of the four image types
+/// and carries data.
+fn check_image(index: usize, block: &Value) -> Result<(), String> {
+    if block.get("type").and_then(Value::as_str) != Some("image") {
+        return Ok(());
+    }
+    let source = block.get("source").cloned().unwrap_or(Value::Null);
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let media_type = source.get("media_type").and_then(Value::as_str).unwrap_or_default();
+            if !matches!(media_type, "image/jpeg" | "image/png" | "image/gif" | "image/webp") {
+                return Err(format!(
+                    "messages.{index}.content: image source media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+                ));
+            }
+            if source.get("data").and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(format!("messages.{index}.content: image source data: Field required"));
+            }
+            Ok(())
+        }
+        Some("url") if source.get("url").is_some_and(Value::is_string) => Ok(()),
+        _ => Err(format!(
+            "messages.{index}.content: image source: Input tag does not match 'base64' or 'url'"
+        )),
+    }
 }
 
 /// As the real API: at most 4 blocks may carry `cache_control`.

@@ -17,8 +17,41 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
         Some(messages) if messages.is_empty() => {
             Err("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.".into())
         }
-        Some(messages) => check_tool_pairing(messages),
+        Some(messages) => {
+            check_images(messages)?;
+            check_tool_pairing(messages)
+        }
     }
+}
+
+/// As the real API: a `tool` message carries text only (a string or `text` parts); an
+/// image goes in a user message as an `image_url` part whose `url` is an http(s) or
+/// `data:image/...;base64,` URL.
+fn check_images(messages: &[Value]) -> Result<(), String> {
+    for (index, message) in messages.iter().enumerate() {
+        let Some(parts) = message.get("content").and_then(Value::as_array) else { continue };
+        let role = message.get("role").and_then(Value::as_str).unwrap_or_default();
+        for part in parts {
+            let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+            if role == "tool" && kind != "text" {
+                return Err(format!(
+                    "Invalid 'messages[{index}].content': a tool message's content parts must be of type 'text', got '{kind}'."
+                ));
+            }
+            if kind == "image_url" {
+                let url =
+                    part.pointer("/image_url/url").and_then(Value::as_str).unwrap_or_default();
+                if !(url.starts_with("http")
+                    || url.starts_with("data:image/") && url.contains(";base64,"))
+                {
+                    return Err(format!(
+                        "Invalid 'messages[{index}].content': image_url.url must be a URL or a base64 data URL."
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// As the real API: an assistant message with `tool_calls` must be followed by a `tool`

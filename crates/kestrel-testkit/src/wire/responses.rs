@@ -12,10 +12,47 @@ use crate::sse::{SseEvent, argument_deltas, text_deltas};
 pub(super) fn validate(body: &Value) -> Result<(), String> {
     match body.get("input") {
         Some(Value::String(_)) => Ok(()),
-        Some(Value::Array(items)) => check_tool_pairing(items),
+        Some(Value::Array(items)) => {
+            check_images(items)?;
+            check_tool_pairing(items)
+        }
         Some(_) => Err("Invalid type for 'input': expected a string or an array.".into()),
         None => Err("Missing required parameter: 'input'.".into()),
     }
+}
+
+/// As the real API: an `input_image` part (in a message, or in a `function_call_output`
+/// list) has `detail` (`low`, `high`, `auto` or `original`) and an `image_url` (http(s)
+/// or a base64 data URL) or a `file_id`.
+fn check_images(items: &[Value]) -> Result<(), String> {
+    for (index, item) in items.iter().enumerate() {
+        let parts = item.get("content").or_else(|| item.get("output")).and_then(Value::as_array);
+        for part in parts.into_iter().flatten() {
+            if part.get("type").and_then(Value::as_str) != Some("input_image") {
+                continue;
+            }
+            let detail = part.get("detail").and_then(Value::as_str);
+            if !matches!(detail, Some("low" | "high" | "auto" | "original")) {
+                return Err(format!(
+                    "Invalid value for 'input[{index}].content.detail': expected one of 'low', 'high', 'auto' or 'original'."
+                ));
+            }
+            let url = part.get("image_url").and_then(Value::as_str);
+            let valid = match url {
+                Some(url) => {
+                    url.starts_with("http")
+                        || url.starts_with("data:image/") && url.contains(";base64,")
+                }
+                None => part.get("file_id").is_some_and(Value::is_string),
+            };
+            if !valid {
+                return Err(format!(
+                    "Invalid 'input[{index}].content': an input_image needs an image_url (a URL or a base64 data URL) or a file_id."
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// As the real API (with `store: false`, nothing is looked up server-side): every
