@@ -21,6 +21,19 @@ use tokio::process::Command;
 /// sockets live there), hidden behind an empty tmpfs.
 const RUNTIME_DIRS: [&str; 2] = ["/run", "/var/run"];
 
+/// Where DNS is configured; with systemd-resolved, a link into `/run`.
+const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// The file `resolv_conf` leads to when a hidden directory holds it (systemd-resolved's
+/// `/run/systemd/resolve/stub-resolv.conf`): it is bound back, or names would not resolve
+/// with the network on.
+fn hidden_resolver(hidden: &[PathBuf], resolv_conf: &Path) -> Option<PathBuf> {
+    let target = resolv_conf.canonicalize().ok()?;
+    let hidden_dirs: Vec<PathBuf> =
+        hidden.iter().filter_map(|dir| dir.canonicalize().ok()).collect();
+    hidden_dirs.iter().any(|dir| target.starts_with(dir)).then_some(target)
+}
+
 /// `bwrap` on `PATH`.
 pub(super) fn find() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -84,11 +97,15 @@ fn arguments(policy: &SandboxPolicy) -> Vec<std::ffi::OsString> {
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|dir| !dir.is_empty()) {
         hidden.push(PathBuf::from(dir));
     }
-    for dir in hidden {
+    hidden.retain(|dir| {
         // A symlink (/var/run -> /run) is covered through its target.
-        if std::fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
-            push(&["--tmpfs".as_ref(), dir.as_os_str()]);
-        }
+        std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir())
+    });
+    for dir in &hidden {
+        push(&["--tmpfs".as_ref(), dir.as_os_str()]);
+    }
+    if let Some(resolver) = hidden_resolver(&hidden, Path::new(RESOLV_CONF)) {
+        push(&["--ro-bind".as_ref(), resolver.as_os_str(), resolver.as_os_str()]);
     }
     for path in &policy.writable {
         // `--dev` already made the standard devices; binding them again is not needed.
@@ -119,4 +136,26 @@ pub(super) fn command(program: &Path, script: &str, policy: &SandboxPolicy) -> i
         command.pre_exec(move || child_setup(&filter));
     }
     Ok(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resolver_config_inside_a_hidden_directory_is_bound_back() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("run");
+        std::fs::create_dir_all(run.join("systemd/resolve")).unwrap();
+        let stub = run.join("systemd/resolve/stub-resolv.conf");
+        std::fs::write(&stub, "nameserver 127.0.0.53\n").unwrap();
+        let link = root.path().join("resolv.conf");
+        std::os::unix::fs::symlink(&stub, &link).unwrap();
+        let hidden = vec![run.clone()];
+        assert_eq!(hidden_resolver(&hidden, &link), Some(stub.canonicalize().unwrap()));
+
+        let plain = root.path().join("plain.conf");
+        std::fs::write(&plain, "nameserver 1.1.1.1\n").unwrap();
+        assert_eq!(hidden_resolver(&hidden, &plain), None);
+    }
 }
