@@ -98,6 +98,8 @@ fn programs_that_write_or_run_commands_with_some_flags_are_not_read_only() {
         // Heredocs: a line continuation can build `$(` across lines.
         "cat <<EOF\n$\\\n(touch x)\nEOF",
         "cat <<EOF\n${x@P}\nEOF",
+        // A continuation inside the delimiter does not quote it: the body is expanded.
+        "cat <<EO\\\nF\n$(touch x)\nEOF",
         // Programs whose effect cannot be judged by flags, pagers, writers.
         "shuf -o F x",
         "shuf x",

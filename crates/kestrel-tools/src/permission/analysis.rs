@@ -103,8 +103,11 @@ impl Location {
             return;
         }
         let target = words[1..].iter().find(|word| !(word.literal && word.text.starts_with('-')));
-        let Some(target) = target.filter(|word| word.literal && name.text != "popd") else {
-            // `cd` alone goes home; `cd -`, `popd`, `cd $X`: somewhere not known here.
+        let known =
+            |word: &&Word| word.literal && name.text != "popd" && !word.text.starts_with('+');
+        let Some(target) = target.filter(known) else {
+            // `cd` alone goes home; `cd -`, `popd`, `pushd +1`, `cd $X`: somewhere not
+            // known here.
             self.unknown = true;
             return;
         };

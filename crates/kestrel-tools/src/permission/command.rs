@@ -386,8 +386,10 @@ impl Parser {
         }
         let target_start = self.pos;
         let target = self.word()?;
-        let quoted =
-            self.chars[target_start..self.pos].iter().any(|c| matches!(c, '\'' | '"' | '\\'));
+        // A backslash-newline is gone before bash reads the word (`EO\` + `F` is a plain
+        // `EOF`): it does not quote the delimiter.
+        let raw: String = self.chars[target_start..self.pos].iter().collect();
+        let quoted = raw.replace("\\\n", "").chars().any(|c| matches!(c, '\'' | '"' | '\\'));
         let kind = match kind {
             // `>&file` and `<&file` (not a number or `-`) redirect to a file.
             RedirectKind::Duplicate
