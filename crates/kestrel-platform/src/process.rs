@@ -366,6 +366,21 @@ mod tests {
         assert_eq!(kill_groups_listed_in(&list, Signal::Kill).unwrap(), 0);
     }
 
+    #[tokio::test]
+    async fn a_spawned_group_leads_its_own_session_and_its_tree_dies_with_it() {
+        let mut group = spawn_group(sh("sleep 60 & wait").stdout(Stdio::null())).unwrap();
+        let id = libc::pid_t::try_from(group.id()).unwrap();
+        // SAFETY: getsid and getpgid only read another process's ids.
+        let (session, process_group) = unsafe { (libc::getsid(id), libc::getpgid(id)) };
+        assert_eq!(session, id, "a new session: no controlling terminal");
+        assert_eq!(process_group, id);
+        tokio::time::timeout(Duration::from_secs(20), group.terminate(Duration::from_millis(300)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!group_exists(group.id()), "the background sleep died too");
+    }
+
     #[test]
     fn refuses_to_signal_init_or_its_own_group() {
         assert!(kill_group(1, Signal::Kill).is_err());
