@@ -100,6 +100,11 @@ fn connect_role() {
         let address = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
         println!("abstract socket: {}", describe(UnixStream::connect_addr(&address)));
     }
+    let byte = b'x';
+    // SAFETY: TIOCSTI reads one byte from the pointer; stdin is /dev/null (no terminal).
+    let injected = unsafe { libc::ioctl(0, libc::TIOCSTI, &byte as *const u8) };
+    let injected = if injected == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) };
+    println!("tiocsti: {}", describe(injected));
     println!("stream pair: {}", describe(UnixStream::pair()));
     println!("datagram pair: {}", describe(UnixDatagram::pair()));
 }
@@ -136,6 +141,7 @@ async fn a_sandboxed_command_cannot_connect_to_unix_sockets_with_the_network_on_
         .env("KESTREL_TEST_ABSTRACT", &name);
     let (_, output) = output_of(command).await;
     assert!(output.contains("path socket: connected"), "{output}");
+    assert!(output.contains("tiocsti: refused (Inappropriate ioctl"), "{output}");
     assert!(output.contains("abstract socket: connected"), "{output}");
 
     for sandbox in backends() {
@@ -161,6 +167,11 @@ async fn a_sandboxed_command_cannot_connect_to_unix_sockets_with_the_network_on_
                 "{label}: pairs reach no one: {output}"
             );
             assert!(output.contains("datagram pair: refused"), "{label}: {output}");
+            // Refused by the filter (EPERM), not only for want of a terminal (ENOTTY).
+            assert!(
+                output.contains("tiocsti: refused (Operation not permitted"),
+                "{label}: {output}"
+            );
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   path); stream and seqpacket pairs stay allowed: they reach no one;
 //! - io_uring fails (its SOCKET/CONNECT operations would bypass the filter), and so does
 //!   `pidfd_getfd` (taking a socket from another process);
+//! - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)` fail: no typing into a terminal, even one
+//!   the command somehow holds (it runs without a controlling terminal anyway);
 //! - system calls of another ABI (32-bit on a 64-bit kernel, x32) fail: their socket
 //!   calls (`socketcall`) cannot be inspected.
 //!
@@ -38,6 +40,10 @@ const SOCK_TYPE_MASK: u32 = 0xf;
 const NATIVE_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
 #[cfg(target_arch = "aarch64")]
 const NATIVE_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+
+/// Terminal ioctls that inject input (same numbers on x86_64 and aarch64).
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541c;
 
 /// x32 system calls carry this bit in their number (x86_64 only; harmless elsewhere).
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -82,6 +88,13 @@ impl SocketFilter {
             program.push(jump(BPF_JEQ_K, nr(number), 0, 1));
             program.push(statement(BPF_RET_K, RET_EPERM));
         }
+        // ioctl(_, TIOCSTI | TIOCLINUX, …)
+        program.push(jump(BPF_JEQ_K, nr(libc::SYS_ioctl), 0, 5));
+        program.push(statement(BPF_LD_W_ABS, OFFSET_ARG1));
+        program.push(jump(BPF_JEQ_K, TIOCSTI, 1, 0));
+        program.push(jump(BPF_JEQ_K, TIOCLINUX, 0, 1));
+        program.push(statement(BPF_RET_K, RET_EPERM));
+        program.push(statement(BPF_RET_K, RET_ALLOW));
         // socket(AF_UNIX, …)
         program.push(jump(BPF_JEQ_K, nr(libc::SYS_socket), 0, 4));
         program.push(statement(BPF_LD_W_ABS, OFFSET_ARG0));
