@@ -337,3 +337,31 @@ async fn a_second_snapshot_reuses_what_it_knows_and_still_sees_every_change() {
     let mode = std::fs::metadata(fx.path("src/4.rs")).unwrap().permissions();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111, 0);
 }
+
+/// Not a test: the numbers of bench/checkpoint-snapshots.sh (first and second snapshot of
+/// the repository at `KESTREL_BENCH_REPO`). Prints; asserts nothing about time.
+#[tokio::test]
+#[ignore = "a benchmark: run by bench/checkpoint-snapshots.sh"]
+#[allow(clippy::print_stderr)]
+async fn bench_snapshots_of_a_large_repository() {
+    let Some(repo) = std::env::var_os("KESTREL_BENCH_REPO") else {
+        eprintln!("set KESTREL_BENCH_REPO to a repository to measure");
+        return;
+    };
+    let root = PathBuf::from(repo).canonicalize().unwrap();
+    let home_dir = tempfile::tempdir().unwrap();
+    let home = KestrelHome::at(home_dir.path());
+    let mut checkpointer = Checkpointer::new(&home, "bench");
+    let context = common::context(&root, Mode::Auto);
+    let arguments = json!({"command": "true"}).to_string();
+    for round in ["first", "second", "third"] {
+        let started = std::time::Instant::now();
+        let capture = checkpointer.before_call("shell", &arguments, &context).await.unwrap();
+        let elapsed = started.elapsed();
+        assert!(matches!(capture, Capture::Snapshot(_)), "{capture:?}");
+        eprintln!("{round} snapshot: {:.0} ms", elapsed.as_secs_f64() * 1000.0);
+    }
+    let store = home_dir.path().join("checkpoints/bench/snapshots.git");
+    let output = Command::new("du").arg("-sk").arg(&store).output().unwrap();
+    eprintln!("private store: {}", String::from_utf8_lossy(&output.stdout).trim());
+}

@@ -126,17 +126,20 @@ impl Snapshotter {
         for found in walked.found {
             match found {
                 Found::File { path, stamp } => {
-                    let reused = last.as_ref().and_then(|last| match last.entries.get(&path) {
-                        Some(Entry::Blob { id, stamp: known })
-                            if *known == stamp && stamp.mtime_ns < last.started_ns - RACY_NS =>
-                        {
-                            Some(id.clone())
-                        }
-                        _ => None,
+                    // What the last snapshot knew of an unchanged file holds still.
+                    let reused = last.as_ref().and_then(|last| {
+                        let entry = last.entries.get(&path)?;
+                        let known = match entry {
+                            Entry::Blob { stamp, .. }
+                            | Entry::Unkept { stamp: Some(stamp), .. } => stamp,
+                            Entry::Link { .. } | Entry::Unkept { stamp: None, .. } => return None,
+                        };
+                        (*known == stamp && stamp.mtime_ns < last.started_ns - RACY_NS)
+                            .then(|| entry.clone())
                     });
                     match reused {
-                        Some(id) => {
-                            entries.insert(path, Entry::Blob { id, stamp });
+                        Some(entry) => {
+                            entries.insert(path, entry);
                         }
                         None if stamp.size > MAX_HASHED_BYTES => {
                             let reason = format!(
