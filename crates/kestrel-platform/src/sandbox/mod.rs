@@ -279,10 +279,12 @@ impl Sandbox {
 
     /// The `bash -lc SCRIPT` command confined by `policy`, ready for the caller to set
     /// its cwd, stdio and environment and spawn (e.g. with `spawn_group`). The rules
-    /// apply to the command and everything it starts, never to this process.
+    /// apply to the command and everything it starts, never to this process; the
+    /// command leads a new session and process group (its pid is the group id).
     ///
     /// Fails when the policy wants the network off and this sandbox cannot do that, or
-    /// when the rules cannot be set up.
+    /// when the rules cannot be set up. Setup steps that run in the child (namespaces,
+    /// mounts, Landlock, seccomp) fail at spawn, with the OS error.
     pub fn command(&self, script: &str, policy: &SandboxPolicy) -> Result<Command, SandboxError> {
         if !policy.network && !self.isolates_network {
             return Err(SandboxError::NoNetworkIsolation(self.describe()));
