@@ -49,6 +49,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Bare `kestrel` opens the UI: its first frame waits for neither the whole CLI's
+    // parser nor TLS (the UI makes no HTTPS request).
+    if std::env::args_os().len() == 1 {
+        return tui_command::run(None);
+    }
     kestrel_model::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {

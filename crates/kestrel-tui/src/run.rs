@@ -1,7 +1,7 @@
 //! The entry point and the event loop. Order matters for start-up time: the terminal is
-//! set up and the first frame drawn before anything touches the disk or the network;
-//! then the daemon is connected (started if needed) in the background while keys are
-//! already read. Frames are drawn after input at once and otherwise at most every
+//! set up and the first frame drawn before anything touches the disk or the network (or
+//! the async runtime is built); keys are read from then on, on a thread of their own,
+//! while the daemon is connected (started if needed) in the background. Frames are drawn after input at once and otherwise at most every
 //! [`FRAME`], so a fast stream does not redraw per token.
 
 use crate::app::{App, TerminalRequest};
@@ -62,20 +62,33 @@ pub fn run(options: StartOptions) -> Result<TuiExit, TuiError> {
         return Err(TuiError::NotATerminal);
     }
     let home = KestrelHome::from_env()?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let result = runtime.block_on(run_loop(options, home));
+    let result = paint_then_run(options, home);
     terminal::restore();
+    result
+}
+
+/// The first frame comes before anything else is built (the async runtime included);
+/// keys are read from right after it, on their own thread.
+fn paint_then_run(options: StartOptions, home: KestrelHome) -> Result<TuiExit, TuiError> {
+    let mut screen = terminal::enter()?;
+    let (events, receiver) = mpsc::channel::<AppEvent>(1024);
+    let mut app = App::new(options, home, events.clone());
+    screen.draw(|frame| ui::draw(frame, &mut app))?;
+    let input = spawn_input_reader();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(run_loop(screen, app, events, receiver, input));
     // Background tasks (a connect in progress) must not hold the exit.
     runtime.shutdown_background();
     result
 }
 
-async fn run_loop(options: StartOptions, home: KestrelHome) -> Result<TuiExit, TuiError> {
-    let mut screen = terminal::enter()?;
-    let (events, mut receiver) = mpsc::channel::<AppEvent>(1024);
-    let mut app = App::new(options, home, events.clone());
-    screen.draw(|frame| ui::draw(frame, &mut app))?;
-    let mut input = spawn_input_reader();
+async fn run_loop(
+    mut screen: terminal::Screen,
+    mut app: App,
+    events: mpsc::Sender<AppEvent>,
+    mut receiver: mpsc::Receiver<AppEvent>,
+    mut input: mpsc::Receiver<crossterm::event::Event>,
+) -> Result<TuiExit, TuiError> {
     app.start();
     let redraw = events.clone();
     highlight::on_ready(move || {

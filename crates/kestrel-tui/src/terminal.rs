@@ -46,9 +46,8 @@ pub(crate) fn enter() -> io::Result<Screen> {
     });
     set_modes()?;
     let output = BufWriter::with_capacity(OUTPUT_BUFFER, io::stdout());
-    let mut screen = Terminal::new(CrosstermBackend::new(output))?;
-    screen.hide_cursor()?;
-    Ok(screen)
+    // The cursor is hidden by `set_modes` and by every draw: no write of its own here.
+    Terminal::new(CrosstermBackend::new(output))
 }
 
 fn set_modes() -> io::Result<()> {
