@@ -251,6 +251,40 @@ fn git_in_a_repository_whose_own_config_runs_programs_is_not_read_only() {
 }
 
 #[test]
+fn git_in_a_repository_with_a_hook_that_reading_commands_fire_is_not_read_only() {
+    // `git status` and `git diff` refresh the index, which runs `post-index-change`.
+    let repo = repository("").unwrap();
+    assert!(analyze("git status", repo.path()).is_read_only());
+    std::fs::create_dir_all(repo.path().join(".git/hooks")).unwrap();
+    std::fs::write(repo.path().join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    assert!(analyze("git status", repo.path()).is_read_only(), "other hooks do not fire");
+    std::fs::write(repo.path().join(".git/hooks/post-index-change"), "#!/bin/sh\n").unwrap();
+    let analysis = analyze("git status", repo.path());
+    let [Concern::Command { reason, .. }] = &analysis.concerns[..] else { panic!("{analysis:?}") };
+    assert!(reason.contains("post-index-change"), "{reason}");
+
+    // Where core.hooksPath points, relative to the working tree.
+    let repo = repository("[core]\n\thooksPath = .githooks\n").unwrap();
+    assert!(analyze("git diff", repo.path()).is_read_only());
+    std::fs::create_dir(repo.path().join(".githooks")).unwrap();
+    std::fs::write(repo.path().join(".githooks/post-index-change"), "#!/bin/sh\n").unwrap();
+    assert!(!analyze("git diff", repo.path()).is_read_only());
+
+    // A submodule with its own `.git` directory, listed in .gitmodules.
+    let repo = repository("").unwrap();
+    std::fs::create_dir_all(repo.path().join("lib/.git/objects")).unwrap();
+    std::fs::write(repo.path().join("lib/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(repo.path().join("lib/.git/config"), "[core]\n\tfsmonitor = ./x\n").unwrap();
+    assert!(analyze("git status", repo.path()).is_read_only(), "not a submodule yet");
+    std::fs::write(
+        repo.path().join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = ./lib\n",
+    )
+    .unwrap();
+    assert!(!analyze("git status", repo.path()).is_read_only());
+}
+
+#[test]
 fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
     let policy = policy_with(&["git diff", "make", "LC_ALL=C make"], &[]);
     assert_eq!(

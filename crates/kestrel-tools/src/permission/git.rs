@@ -1,14 +1,9 @@
 //! Whether a `git` command only reads. Two things decide it: its words (a subcommand
 //! that reads, with flags from a list of harmless ones, by exact name: git takes
-//! abbreviations of long options too) and the repository it runs in. A repository's own
-//! config (`.git/config`, a worktree's or a submodule's, a bare repository's `config`)
-//! can make a reading command run programs: `core.fsmonitor`, `diff.*.textconv`,
-//! `filter.*`, `core.pager`... and a workspace may hold such a repository (a bare one, a
-//! `.git` planted by a tarball or an earlier command). So a repository whose own config
-//! sets any of those is not trusted: its git commands ask. The user's global and system
-//! config are the user's own choice and are not judged.
+//! abbreviations of long options too) and the repository it runs in, which must not
+//! configure programs for itself (`repository.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where a command may be running: each directory it might be in, or unknown.
 pub(crate) type Places<'a> = Option<&'a [PathBuf]>;
@@ -455,7 +450,7 @@ pub(crate) fn judge(args: &[&str], places: Places) -> Verdict {
         for directory in &directories {
             dir = crate::workspace::normalize(&dir.join(directory));
         }
-        if let Some(reason) = repository_risk(&dir) {
+        if let Some(reason) = super::repository::risk(&dir) {
             return Err(reason);
         }
     }
@@ -562,174 +557,5 @@ fn subcommand_reads(subcommand: &str, args: &[&str]) -> Verdict {
             if reading && only(&READS) { Ok(()) } else { refuse() }
         }
         _ => refuse(),
-    }
-}
-
-/// Why the repository that git would find from `dir` is not trusted, if it is not:
-/// its own config sets something that makes reading commands run programs, or it
-/// cannot be read.
-pub(crate) fn repository_risk(dir: &Path) -> Option<String> {
-    if std::env::var_os("GIT_DIR").is_some() || std::env::var_os("GIT_COMMON_DIR").is_some() {
-        return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
-    }
-    let git_dir = match find_git_dir(dir) {
-        Ok(Some(git_dir)) => git_dir,
-        Ok(None) => return None,
-        Err(reason) => return Some(reason),
-    };
-    let mut files = vec![git_dir.join("config"), git_dir.join("config.worktree")];
-    if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
-        let common = crate::workspace::normalize(&git_dir.join(common.trim()));
-        files.push(common.join("config"));
-        files.push(common.join("config.worktree"));
-        collect_configs(&common.join("modules"), 0, &mut files);
-    }
-    collect_configs(&git_dir.join("modules"), 0, &mut files);
-    for file in files {
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(error) => {
-                return Some(format!("cannot read {} to check it: {error}", file.display()));
-            }
-        };
-        if let Some(setting) = risky_setting(&text) {
-            return Some(format!(
-                "the repository's own config ({}) sets `{setting}`, which can make git run \
-                 programs",
-                file.display()
-            ));
-        }
-    }
-    None
-}
-
-/// The git directory git would use from `dir`: the first `.git` (directory, or a file
-/// naming one) on the way up, or a directory that is itself a repository (a bare one).
-fn find_git_dir(dir: &Path) -> Result<Option<PathBuf>, String> {
-    for candidate in dir.ancestors() {
-        let dot_git = candidate.join(".git");
-        if dot_git.is_dir() {
-            return Ok(Some(dot_git));
-        }
-        if dot_git.is_file() {
-            let text = std::fs::read_to_string(&dot_git)
-                .map_err(|error| format!("cannot read {}: {error}", dot_git.display()))?;
-            let Some(target) = text.trim().strip_prefix("gitdir:") else {
-                return Err(format!("{} does not name a git directory", dot_git.display()));
-            };
-            return Ok(Some(crate::workspace::normalize(&candidate.join(target.trim()))));
-        }
-        if candidate.join("HEAD").is_file() && candidate.join("objects").is_dir() {
-            return Ok(Some(candidate.to_path_buf()));
-        }
-    }
-    Ok(None)
-}
-
-/// Config files of submodules (`modules/NAME/config`, nested), a bounded walk.
-fn collect_configs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
-    const MAX_DEPTH: usize = 6;
-    const MAX_FILES: usize = 256;
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        if files.len() >= MAX_FILES || depth >= MAX_DEPTH {
-            return;
-        }
-        let path = entry.path();
-        if path.is_dir() {
-            files.push(path.join("config"));
-            files.push(path.join("config.worktree"));
-            collect_configs(&path, depth + 1, files);
-        }
-    }
-}
-
-/// The first setting in a git config text that can make reading commands run a
-/// program (or an include, which brings in a file not checked); a line that cannot be
-/// read counts as one.
-fn risky_setting(text: &str) -> Option<String> {
-    let mut section = String::new();
-    let mut subsection = false;
-    let mut continued = false;
-    for raw in text.lines() {
-        let was_continued = continued;
-        continued = raw.trim_end().ends_with('\\');
-        if was_continued {
-            continue;
-        }
-        let mut line = raw.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let Some((inner, after)) = header.split_once(']') else {
-                return Some(format!("unreadable line `{line}`"));
-            };
-            let inner = inner.trim();
-            let name_end = inner.find(|c: char| c.is_whitespace() || c == '"' || c == '.');
-            section = inner[..name_end.unwrap_or(inner.len())].to_ascii_lowercase();
-            subsection = name_end.is_some();
-            if matches!(section.as_str(), "filter" | "pager" | "alias" | "include" | "includeif")
-                || matches!(section.as_str(), "gpg" | "trace2")
-            {
-                return Some(format!("[{inner}]"));
-            }
-            line = after.trim();
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let (key, value) = match line.split_once('=') {
-            Some((key, value)) => (key.trim(), value.trim()),
-            None => (line, "true"),
-        };
-        let key = key.to_ascii_lowercase();
-        let value = value.trim_matches('"').to_ascii_lowercase();
-        let risky = match section.as_str() {
-            "core" => {
-                matches!(
-                    key.as_str(),
-                    "pager" | "sshcommand" | "askpass" | "gitproxy" | "alternaterefscommand"
-                ) || (key == "fsmonitor"
-                    && !matches!(value.as_str(), "false" | "no" | "off" | "0" | ""))
-            }
-            "diff" => {
-                (!subsection && key == "external")
-                    || (subsection && matches!(key.as_str(), "textconv" | "command"))
-            }
-            "log" => key == "showsignature",
-            _ => false,
-        };
-        if risky {
-            return Some(format!("{section}.{key}"));
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn risky_settings_are_found_in_any_spelling() {
-        for text in [
-            "[core]\n\tfsmonitor = ./hook\n",
-            "[core] pager = sh -c x\n",
-            "[diff \"pdf\"]\n\ttextconv = ./x\n",
-            "[diff]\nexternal = ./x\n",
-            "[filter \"lfs\"]\nsmudge = x\n",
-            "[include]\npath = other\n",
-            "[log]\nshowSignature\n",
-            "[CORE]\nSSHCommand = x\n",
-            "[core\n",
-        ] {
-            assert!(risky_setting(text).is_some(), "{text}");
-        }
-        for text in [
-            "[core]\n\tbare = false\n\tfsmonitor = false\n",
-            "[diff]\n\tcolorMoved = zebra\n",
-            "[core]\n\teditor = a \\\n pager = y\n",
-        ] {
-            assert_eq!(risky_setting(text), None, "{text}");
-        }
     }
 }

@@ -20,6 +20,7 @@ pub mod command;
 mod flags;
 mod git;
 mod read_only;
+mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
