@@ -17,7 +17,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
 use tokio::process::Command;
 
 const CREATE_RULESET_VERSION: u32 = 1;
@@ -82,6 +83,29 @@ pub(super) fn abi_version() -> Result<u32, String> {
         }
         _ => format!("Landlock is unavailable: {error}"),
     })
+}
+
+/// Whether a command can be confined here with this network setting: starts `bash -lc :`
+/// through every step of the child's setup (namespaces, mounts, Landlock, capabilities,
+/// seccomp). Probed once per setting. Fails with the OS error of the step that failed.
+pub(super) fn probe(abi: u32, network: bool) -> Result<(), String> {
+    static WITH_NETWORK: OnceLock<Result<(), String>> = OnceLock::new();
+    static WITHOUT_NETWORK: OnceLock<Result<(), String>> = OnceLock::new();
+    let cell = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
+    cell.get_or_init(|| {
+        let policy = SandboxPolicy::read_only(network);
+        let mut command = command(abi, ":", &policy).map_err(|error| error.to_string())?;
+        // A failed setup step fails the spawn; the exit code is the user's profile's.
+        command
+            .as_std_mut()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|_| ())
+            .map_err(|error| error.to_string())
+    })
+    .clone()
 }
 
 /// Every write-like right this ABI knows.

@@ -224,16 +224,16 @@ impl Sandbox {
         #[cfg(target_os = "linux")]
         {
             let abi = landlock::abi_version().map_err(SandboxUnavailable::new)?;
-            if !namespace::can_unshare(true) {
-                return Err(SandboxUnavailable::new(
-                    "Landlock works but no mount namespace can be made here (needed to keep \
-                     .git and everything outside the writable roots read-only); allow \
-                     unprivileged user namespaces or install bubblewrap",
-                ));
+            if let Err(error) = landlock::probe(abi, true) {
+                return Err(SandboxUnavailable::new(format!(
+                    "Landlock works but a command cannot be confined here ({error}): it needs a \
+                     mount namespace (to keep .git and everything outside the writable roots \
+                     read-only); allow unprivileged user namespaces or install bubblewrap"
+                )));
             }
             Ok(Sandbox {
                 backend: Backend::Landlock { abi },
-                isolates_network: namespace::can_unshare(false),
+                isolates_network: landlock::probe(abi, false).is_ok(),
             })
         }
         #[cfg(not(target_os = "linux"))]

@@ -7,7 +7,6 @@
 
 use std::ffi::CString;
 use std::io;
-use std::sync::OnceLock;
 
 /// What the child needs to enter its namespaces, prepared before `fork` so the child
 /// only makes system calls (no allocation after `fork`).
@@ -92,27 +91,4 @@ unsafe fn write_file(path: &CString, bytes: &[u8]) -> io::Result<()> {
     // SAFETY: `fd` was opened above and is closed once.
     unsafe { libc::close(fd) };
     if usize::try_from(written).ok() == Some(bytes.len()) { Ok(()) } else { Err(error) }
-}
-
-/// Whether a child can enter new namespaces here (probed once per kind, with `sh -c :`):
-/// a network namespace when `network` is false, a mount namespace always.
-pub(super) fn can_unshare(network: bool) -> bool {
-    static WITH_NETWORK: OnceLock<bool> = OnceLock::new();
-    static WITHOUT_NETWORK: OnceLock<bool> = OnceLock::new();
-    let cell = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
-    *cell.get_or_init(|| {
-        use std::os::unix::process::CommandExt;
-        let Ok(namespaces) = Namespaces::new(network, true) else { return false };
-        let mut command = std::process::Command::new("sh");
-        command
-            .args(["-c", ":"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        // SAFETY: the hook only makes system calls (see `Namespaces::enter`).
-        unsafe {
-            command.pre_exec(move || namespaces.enter());
-        }
-        command.status().is_ok_and(|status| status.success())
-    })
 }
