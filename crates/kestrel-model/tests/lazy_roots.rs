@@ -9,6 +9,7 @@
 mod common;
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +37,17 @@ fn counting_cert_file(dir: &tempfile::TempDir) -> (PathBuf, Arc<AtomicUsize>) {
             };
             counter.fetch_add(1, Ordering::SeqCst);
             let _ = writer.write_all(&pem);
+            drop(writer);
+            // Until that reader has closed its end, a new open() would succeed at once
+            // and count it twice: a non-blocking open fails (ENXIO) once no reader is left.
+            while std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .is_ok()
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
     });
     (path, reads)
