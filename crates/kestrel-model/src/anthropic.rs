@@ -33,9 +33,11 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     let mut body = json!({
         "model": request.model,
         "max_tokens": max_tokens,
-        "messages": messages_json(&request.messages),
+        "messages": null,
         "stream": true,
     });
+    // Moved in, not through json! (which would copy the whole history once more).
+    body["messages"] = Value::Array(messages_json(&request.messages));
     if !request.system.is_empty() {
         body["system"] = json!([{
             "type": "text",
@@ -124,7 +126,14 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
     {
         last["cache_control"] = json!({"type": "ephemeral"});
     }
-    turns.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect()
+    turns
+        .into_iter()
+        .map(|(role, content)| {
+            let mut turn = json!({"role": role, "content": null});
+            turn["content"] = Value::Array(content);
+            turn
+        })
+        .collect()
 }
 
 fn user_block(part: &ContentPart) -> Option<Value> {

@@ -22,10 +22,12 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     }
     let mut body = json!({
         "model": request.model,
-        "messages": messages,
+        "messages": null,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    // Moved in, not through json! (which would copy the whole history once more).
+    body["messages"] = Value::Array(messages);
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -57,7 +59,11 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
 
 fn message_json(message: &Message) -> Value {
     match message {
-        Message::User { content } => json!({"role": "user", "content": user_content(content)}),
+        Message::User { content } => {
+            let mut value = json!({"role": "user", "content": null});
+            value["content"] = user_content(content);
+            value
+        }
         Message::Assistant { text, reasoning, tool_calls } => {
             let mut value = json!({"role": "assistant"});
             value["content"] =

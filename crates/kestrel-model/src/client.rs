@@ -112,12 +112,16 @@ impl ModelClient {
         request: &ModelRequest,
         cancel: &CancellationToken,
     ) -> Result<ResponseStream, ModelError> {
-        let body = match self.provider.wire_api {
-            WireApi::Chat => chat::request_body(request),
-            WireApi::Responses => responses::request_body(request),
-            WireApi::Anthropic => anthropic::request_body(request),
+        let body = {
+            let tree = match self.provider.wire_api {
+                WireApi::Chat => chat::request_body(request),
+                WireApi::Responses => responses::request_body(request),
+                WireApi::Anthropic => anthropic::request_body(request),
+            };
+            // The tree is dropped here: only the bytes stay alive while the request
+            // (and its retries) are sent.
+            bytes::Bytes::from(tree.to_string())
         };
-        let body = bytes::Bytes::from(body.to_string());
         let mut backoff = Backoff::new(self.options.retry.clone());
         let started = Instant::now();
         let mut attempt = 0;

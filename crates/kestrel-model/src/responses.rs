@@ -22,10 +22,12 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     }
     let mut body = json!({
         "model": request.model,
-        "input": input,
+        "input": null,
         "stream": true,
         "store": false,
     });
+    // Moved in, not through json! (which would copy the whole history once more).
+    body["input"] = Value::Array(input);
     if !request.system.is_empty() {
         body["instructions"] = json!(request.system);
     }
@@ -74,7 +76,9 @@ fn push_items(message: &Message, input: &mut Vec<Value>) {
                     }),
                 })
                 .collect();
-            input.push(json!({"type": "message", "role": "user", "content": parts}));
+            let mut item = json!({"type": "message", "role": "user", "content": null});
+            item["content"] = Value::Array(parts);
+            input.push(item);
         }
         Message::Assistant { text, reasoning, tool_calls } => {
             if let Some(reasoning) = reasoning {

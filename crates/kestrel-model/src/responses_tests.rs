@@ -69,7 +69,7 @@ fn request_body_maps_every_message_kind() {
             "input": [
                 {"type": "message", "role": "user", "content": [
                     {"type": "input_text", "text": "Describe"},
-                    {"type": "input_image", "image_url": "data:image/jpeg;base64,/9j/4AAQ"},
+                    {"type": "input_image", "detail": "auto", "image_url": "data:image/jpeg;base64,/9j/4AAQ"},
                 ]},
                 {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Reading the file."}], "encrypted_content": "gAAAAB-secret"},
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]},
