@@ -45,7 +45,7 @@ async fn every_approval_answer_does_what_it_says() {
         shell("touch once.txt"),
         shell("touch once.txt"),
         shell("mkdir -p d && touch d/x"),
-        shell("touch covered.txt"),
+        shell("touch d/x -c"),
         Step::tool_call("write_file", json!({"path": "notes.txt", "content": "1"})),
         Step::tool_call("write_file", json!({"path": "notes.txt", "content": "2"})),
         Step::text("done"),
@@ -97,11 +97,15 @@ async fn every_approval_answer_does_what_it_says() {
     let seen = approver.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 4, "covered calls must not ask: {seen:#?}");
     assert!(seen[0].summary.starts_with("run `touch once.txt`"), "{}", seen[0].summary);
-    assert_eq!(seen[0].always, [AllowRule::CommandPrefix("touch".into())]);
+    // "Always" offers the whole command, not every `touch`.
+    assert_eq!(seen[0].always, [AllowRule::CommandPrefix("touch once.txt".into())]);
     assert_eq!(seen[1].tool_name, "shell");
     assert_eq!(
         seen[2].always,
-        [AllowRule::CommandPrefix("mkdir".into()), AllowRule::CommandPrefix("touch".into())]
+        [
+            AllowRule::CommandPrefix("mkdir -p d".into()),
+            AllowRule::CommandPrefix("touch d/x".into())
+        ]
     );
     assert_eq!(seen[3].summary, "write notes.txt");
     assert_eq!(seen[3].always, [AllowRule::Path(cwd.join("notes.txt"))]);
@@ -120,10 +124,10 @@ async fn every_approval_answer_does_what_it_says() {
     assert!(!results[0].1, "{results:?}");
     assert!(results[1].1 && results[1].0 == "the user denied `shell`: not twice", "{results:?}");
     assert!(results[2..].iter().all(|(_, is_error)| !is_error), "{results:?}");
-    assert!(cwd.join("d/x").exists() && cwd.join("covered.txt").exists());
+    assert!(cwd.join("d/x").exists());
     assert_eq!(std::fs::read_to_string(cwd.join("notes.txt")).unwrap(), "2");
 
-    // "Always and save" went to the user's config, which still loads.
+    // "Always and save" went to the user's config, scoped to this project, which still loads.
     let text = std::fs::read_to_string(&config_file).unwrap();
     assert!(text.starts_with("# the user's own file\n"), "{text}");
     assert!(
@@ -131,5 +135,7 @@ async fn every_approval_answer_does_what_it_says() {
         "{text}"
     );
     let config = Config::load(&home, &cwd).unwrap();
-    assert_eq!(config.permissions.allow_write, [cwd.join("notes.txt")]);
+    assert!(config.permissions.allow_write.is_empty());
+    assert_eq!(config.permissions.projects[0].path, cwd);
+    assert_eq!(config.permissions.projects[0].allow_write, [cwd.join("notes.txt")]);
 }

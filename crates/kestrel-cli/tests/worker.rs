@@ -199,7 +199,7 @@ async fn ask_mode_asks_the_client_and_follows_its_answers() {
     assert_eq!(outcome.stop_reason(), "end_turn");
     assert!(work.join("saved.txt").exists());
     let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
-    assert!(config.contains("[permissions]") && config.contains("saved.txt"), "{config}");
+    assert!(config.contains("[[permissions.project]]") && config.contains("saved.txt"), "{config}");
     assert_eq!(worker.close().await, Some(0));
 }
 
