@@ -1,6 +1,6 @@
-"""TUI start-up in a pty and the RSS of the whole process tree. The TUI, the daemon and
-the worker are not built yet: until `kestrel` paints a screen, these rows read "not built
-yet", and the code below is what measures them once it does.
+"""TUI start-up in a pty, the RSS of the whole process tree (idle, and after a 50-turn
+session), and Enter to a scripted reply on screen. Until `kestrel` paints a screen these
+rows read "not built yet".
 
 First paint: from spawn to the first printable text on the pty (120x40); the queries a
 TUI sends first (cursor position, device attributes, colours) are answered as a
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from .agents import Codex, Kestrel, clean_env
-from .measure import run_process
+from .measure import BenchError, ScriptedServer, run_process, step
+import unicodedata
 
 COLUMNS, ROWS = 120, 40
 MARKER = "kbench7"
@@ -221,9 +222,11 @@ def _kestrel_tui(ctx, home, env):
         for measure in ("first paint (daemon up)", "input-ready (daemon up)",
                         "idle RSS of the tree (TUI + daemon + worker)"):
             ctx.results.missing("tui", measure, "not built yet", "`kestrel daemon start` failed")
-    for measure in TUI_MEASURES[5:]:
-        ctx.results.missing("tui", measure, "not wired yet",
-                            "the TUI exists: drive a session in kbench/tui.py to measure this")
+    if ctx.scripted_model is None:
+        for measure in TUI_MEASURES[5:]:
+            ctx.results.missing("tui", measure, "not measured", "no scripted-model binary")
+        return
+    _session_measures(ctx)
 
 
 def _daemon(ctx, env, action) -> bool:
@@ -298,3 +301,164 @@ def codex_reference(ctx):
             ctx.results.add("tui", measure, values, unit, note)
         else:
             ctx.results.missing("tui", measure, "not seen", note)
+
+
+class Screen:
+    """Just enough of a terminal to read what ratatui drew: cursor moves (CUP), clears
+    (ED 2, EL), printable text (wide characters take two cells); colours and modes are
+    skipped. Needed because a frame rewrites only the cells that changed, so the text of
+    a line is not always contiguous in the output."""
+
+    CSI = re.compile(rb"\x1b\[([0-?]*)([ -/]*)([@-~])")
+
+    def __init__(self, rows=ROWS, cols=COLUMNS):
+        self.rows, self.cols = rows, cols
+        self.grid = [[" "] * cols for _ in range(rows)]
+        self.row = self.col = 0
+        self.pending = b""
+
+    def feed(self, data: bytes):
+        data = self.pending + data
+        i = 0
+        while i < len(data):
+            byte = data[i]
+            if byte == 0x1B:
+                csi = self.CSI.match(data, i)
+                if csi:
+                    self._csi(csi.group(1).decode(), csi.group(3).decode())
+                    i = csi.end()
+                    continue
+                other = ESCAPES.match(data, i)
+                if other:
+                    i = other.end()
+                    continue
+                if len(data) - i < 64:  # an escape cut in two: wait for the rest
+                    break
+                i += 1
+            elif byte == 0x0D:
+                self.col, i = 0, i + 1
+            elif byte == 0x0A:
+                self.row, i = min(self.row + 1, self.rows - 1), i + 1
+            elif byte < 0x20 or byte == 0x7F:
+                i += 1
+            else:
+                length = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                if i + length > len(data):
+                    break
+                self._put(data[i:i + length].decode(errors="replace"))
+                i += length
+        self.pending = data[i:]
+
+    def _put(self, char: str):
+        wide = unicodedata.east_asian_width(char) in ("W", "F")
+        if unicodedata.combining(char):
+            return
+        if self.col < self.cols:
+            self.grid[self.row][self.col] = char
+            if wide and self.col + 1 < self.cols:
+                self.grid[self.row][self.col + 1] = ""
+        self.col += 2 if wide else 1
+
+    def _csi(self, params: str, final: str):
+        numbers = [int(part) if part.isdigit() else 0 for part in params.split(";")] if params else []
+        if final == "H":
+            row = numbers[0] if numbers and numbers[0] else 1
+            col = numbers[1] if len(numbers) > 1 and numbers[1] else 1
+            self.row, self.col = min(row, self.rows) - 1, min(col, self.cols) - 1
+        elif final == "J" and numbers[:1] == [2]:
+            self.grid = [[" "] * self.cols for _ in range(self.rows)]
+        elif final == "K":
+            for col in range(self.col, self.cols):
+                self.grid[self.row][col] = " "
+
+    def text(self) -> str:
+        return "\n".join("".join(row).rstrip() for row in self.grid)
+
+
+class TuiSession:
+    """`kestrel` on a 120x40 pty, its output fed to a Screen; keys typed through the
+    master side (echo off, as in `start_in_pty`)."""
+
+    def __init__(self, argv, env, cwd):
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+        env = dict(env, TERM="xterm-256color", COLUMNS=str(COLUMNS), LINES=str(ROWS))
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=slave, stdout=slave,
+                                     stderr=slave, preexec_fn=_controlling_tty, close_fds=True)
+        os.close(slave)
+        self.screen = Screen()
+
+    def wait_for(self, text: str, timeout: float = 10.0) -> float:
+        """Reads output until `text` is on screen; returns the time it showed
+        (perf_counter). Fails after `timeout` s."""
+        deadline = time.perf_counter() + timeout
+        while text not in self.screen.text():
+            left = deadline - time.perf_counter()
+            if left <= 0 or self.proc.poll() is not None:
+                raise BenchError(f"{text!r} never showed; the screen:\n{self.screen.text()}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.05))
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:
+                    chunk = b""
+                answer_queries(self.master, chunk)
+                self.screen.feed(chunk)
+        return time.perf_counter()
+
+    def type(self, text: str):
+        os.write(self.master, text.encode())
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        os.close(self.master)
+
+
+TURNS = 50
+
+
+def _session_measures(ctx):
+    """One UI session against the scripted model, daemon up: a warm-up turn (it starts
+    the worker), `runs` timed turns (Enter to the reply fully on screen: the reply is one
+    short line, so it is on screen once its text is), then turns up to TURNS and the idle
+    RSS of the whole tree 1 s after the last reply."""
+    timed = max(ctx.runs, 1)
+    replies = [f"kbench-reply-{turn:03d}" for turn in range(TURNS)]
+    home = ctx.work / "home-tui-session"
+    shutil.rmtree(home, ignore_errors=True)
+    enter_ms = []
+    rss = None
+    with ScriptedServer(ctx.scripted_model, [step(reply) for reply in replies], ctx.work) as server:
+        Kestrel.configure(home, server.base_url)
+        env = clean_env(KESTREL_HOME=home)
+        _daemon(ctx, env, "start")
+        session = TuiSession([str(ctx.kestrel)], env, ctx.work)
+        try:
+            session.wait_for("daemon ready")
+            for turn, reply in enumerate(replies):
+                prompt = f"question {turn:03d}"
+                session.type(prompt)
+                session.wait_for(f"› {prompt}")
+                sent = time.perf_counter()
+                session.type("\r")
+                shown = session.wait_for(reply, timeout=30.0)
+                # Turn 0 starts the worker: not a reply's latency.
+                if 1 <= turn <= timed:
+                    enter_ms.append((shown - sent) * 1000.0)
+                session.wait_for("● ready")
+            time.sleep(1.0)
+            daemon = int((home / "run" / "daemon.pid").read_text().strip())
+            rss = tree_rss_mb([session.proc.pid, daemon])
+        except BenchError as error:
+            for measure in TUI_MEASURES[5:]:
+                ctx.results.missing("tui", measure, "failed", str(error).splitlines()[0][:120])
+            return
+        finally:
+            session.close()
+            _daemon(ctx, env, "stop")
+    ctx.results.add("tui", "Enter to reply on screen", enter_ms, "ms",
+                    f"{COLUMNS}x{ROWS} pty, daemon and worker up, one-line scripted reply")
+    ctx.results.add("tui", "idle RSS of the tree after a 50-turn session", [rss], "MB",
+                    f"VmRSS of the TUI, the daemon and the worker 1 s after turn {TURNS}")

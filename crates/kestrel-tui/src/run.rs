@@ -98,11 +98,16 @@ async fn run_loop(
     let mut hangup = signal(SignalKind::hangup())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut last_frame = Instant::now();
+    // The last frame that showed the daemon's updates: streamed output is drawn at most
+    // every FRAME counted from it, so the first chunk after a keypress (the reply to
+    // Enter) is drawn at once instead of waiting out the keypress's frame.
+    let mut last_update_frame: Option<Instant> = None;
     let mut dirty = false;
     let mut exit_signal = None;
     loop {
+        let update_due = last_update_frame.map_or(last_frame, |at| at + FRAME);
         let deadline = if dirty {
-            last_frame + FRAME
+            update_due
         } else if app.animating() {
             last_frame + TICK
         } else {
@@ -155,14 +160,16 @@ async fn run_loop(
             Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
             None => {}
         }
-        if draw_now || (dirty && last_frame.elapsed() >= FRAME) {
+        if draw_now || (dirty && Instant::now() >= update_due) {
             if std::mem::take(&mut app.bell) {
                 // Sent with the frame (ratatui flushes after drawing).
                 let _ = screen.backend_mut().write_all(b"\x07");
             }
             screen.draw(|frame| ui::draw(frame, &mut app))?;
             last_frame = Instant::now();
-            dirty = false;
+            if std::mem::take(&mut dirty) {
+                last_update_frame = Some(last_frame);
+            }
         }
     }
     terminal::restore();
