@@ -460,3 +460,35 @@ async fn a_spawn_that_fails_midway_leaves_no_live_child_behind() {
     .await;
     client.settle(Duration::from_millis(50)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_gets_the_mcp_servers_its_parents_client_gave() {
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/node_modules/.bin/mcp-server-everything");
+    assert!(everything.exists(), "run npm ci --prefix tests/mcp");
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "echo", "prompt": "use the echo tool", "mode": "auto"}),
+        ),
+        Step::tool_call("mcp__editor__echo", json!({"message": "from the child"})),
+        Step::text("the child echoed"),
+        Step::text("done"),
+    ]));
+    let client = test.client().await;
+    let cwd = test.env.work_path();
+    let server = json!({"name": "editor", "command": everything, "args": ["stdio"], "env": []});
+    let answer =
+        client.request("session/new", json!({"cwd": cwd, "mcpServers": [server]})).await.unwrap();
+    let parent = answer["sessionId"].as_str().unwrap().to_string();
+    // MCP tools run without asking in `auto` (a read-only child would be refused them).
+    client.set_mode(&parent, "auto").await;
+    let answer = client.prompt(&parent, "delegate").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    let requests = test.env.requests();
+    assert_eq!(requests.len(), 4);
+    // The child's second request has the echo result: it had the parent's server.
+    let child_second = body_text(&requests[2]);
+    assert!(child_second.contains("Echo: from the child"), "{child_second}");
+    assert!(body_text(&requests[3]).contains("the child echoed"));
+}

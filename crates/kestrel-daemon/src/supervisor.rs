@@ -566,5 +566,12 @@ pub(crate) fn child_new_params(spawn: &Value) -> Result<Value, RpcError> {
     let Some(parent) = spawn.get("parentSessionId").and_then(Value::as_str) else {
         return Err(RpcError::invalid_params("_kestrel/session/spawn needs parentSessionId"));
     };
-    Ok(json!({"cwd": cwd, "mcpServers": [], "_meta": {"kestrel": {"parentSessionId": parent}}}))
+    // The parent's client-given MCP servers; the child loads the configured ones itself.
+    let servers = spawn.get("mcpServers").filter(|servers| servers.is_array());
+    let servers = servers.cloned().unwrap_or_else(|| json!([]));
+    Ok(json!({
+        "cwd": cwd,
+        "mcpServers": servers,
+        "_meta": {"kestrel": {"parentSessionId": parent}},
+    }))
 }

@@ -25,7 +25,7 @@ impl From<&crate::SessionId> for SessionId {
 /// Kestrel-only methods (a leading underscore, as ACP extensions must have) and their
 /// params and results. Field names are camelCase on the wire, like ACP's own.
 pub mod kestrel {
-    use super::{SessionId, SessionUpdate};
+    use super::{McpServer, SessionId, SessionUpdate};
     use crate::Mode;
     use serde::{Deserialize, Serialize};
     use std::path::PathBuf;
@@ -93,6 +93,10 @@ pub mod kestrel {
         /// The child's mode; the host's default when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mode: Option<Mode>,
+        /// MCP servers the parent got from its client (its `session/new` `mcpServers`),
+        /// for the child's `session/new`: the child loads the configured ones itself.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub mcp_servers: Vec<McpServer>,
     }
 
     /// Result of [`SESSION_SPAWN`].
@@ -224,6 +228,7 @@ mod tests {
             prompt: "go".into(),
             model: None,
             mode: Some(crate::Mode::ReadOnly),
+            mcp_servers: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&spawn).unwrap(),

@@ -3,6 +3,9 @@
 //! the child its prompt itself (docs/protocol.md), so the parent follows the child's
 //! record for its answer and usage, and cancels it with a `session/cancel` notification
 //! through the daemon. The child's process belongs to the daemon, which supervises it.
+//! The MCP servers the parent's client gave it go to the child too (the child loads the
+//! configured ones itself), so a child has its parent's tools; it starts its own server
+//! processes.
 
 use super::child_record::ChildRecord;
 use super::{ChildOutcome, ChildRequest, ChildSession, START_TIMEOUT, SubagentHost};
@@ -17,11 +20,17 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct ClientHost {
     connection: Connection,
     home: KestrelHome,
+    /// The parent session's MCP servers from its client (`session/new` `mcpServers`).
+    mcp_servers: Vec<acp::McpServer>,
 }
 
 impl ClientHost {
-    pub(crate) fn new(connection: Connection, home: KestrelHome) -> Self {
-        Self { connection, home }
+    pub(crate) fn new(
+        connection: Connection,
+        home: KestrelHome,
+        mcp_servers: Vec<acp::McpServer>,
+    ) -> Self {
+        Self { connection, home, mcp_servers }
     }
 
     async fn start(&self, request: ChildRequest) -> Result<Box<dyn ChildSession>, String> {
@@ -31,6 +40,7 @@ impl ClientHost {
             prompt: request.prompt,
             model: Some(request.model),
             mode: Some(request.mode),
+            mcp_servers: self.mcp_servers.clone(),
         };
         let params = serde_json::to_value(params).map_err(|error| error.to_string())?;
         let asked = self.connection.request(acp::kestrel::SESSION_SPAWN, params);

@@ -233,7 +233,7 @@ impl Server {
             None => open_session(&launch, None, approver.clone()),
         }
         .map_err(agent_error)?;
-        let live = self.open(launch, session, configured, &approver);
+        let live = self.open(launch, session, configured, &approver, &request.mcp_servers);
         let response = acp::NewSessionResponse::new(live.id.clone())
             .modes(choices::modes(live.control.mode()))
             .config_options(choices::config_options(&live.model, &live.models));
@@ -256,7 +256,7 @@ impl Server {
         if let Some(mode) = self.options.mode {
             session.control().set_mode(mode);
         }
-        let live = self.open(launch, session, configured, &approver);
+        let live = self.open(launch, session, configured, &approver, &request.mcp_servers);
         let (session_id, mapper) = (live.id.clone(), live.mapper.clone());
         let response = acp::LoadSessionResponse::new()
             .modes(choices::modes(live.control.mode()))
@@ -532,13 +532,15 @@ impl Server {
         session: Session,
         configured: Option<String>,
         approver: &ClientApprover,
+        acp_servers: &[acp::McpServer],
     ) -> &mut Live {
         let id = acp::SessionId::from(session.id());
         approver.set_session(id.clone());
         let mut session = session;
         // Subagents start through the client (the daemon); a subagent starts none itself.
         if session.parent_id().is_none() {
-            let host = ClientHost::new(self.connection.clone(), launch.home.clone());
+            let host =
+                ClientHost::new(self.connection.clone(), launch.home.clone(), acp_servers.to_vec());
             session.set_subagent_host(Arc::new(host));
         }
         let model = session.model_ref();
