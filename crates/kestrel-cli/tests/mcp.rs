@@ -367,3 +367,51 @@ fn read_only_mode_refuses_mcp_tools_even_those_the_server_marks_read_only() {
     assert!(refused.contains("read-only mode"), "{refused}");
     assert_eq!(std::fs::read_to_string(work.join("notes.txt")).unwrap(), "untouched\n");
 }
+
+/// A stdio MCP server (node, as the npm servers need) that lists its tools two pages at a
+/// time, like a server with many tools, and answers calls of any of them.
+const PAGED_SERVER: &str = r#"
+const readline = require("readline");
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+const tool = (name) => ({name, description: name, inputSchema: {type: "object"}});
+readline.createInterface({input: process.stdin}).on("line", (line) => {
+  const message = JSON.parse(line);
+  if (message.id === undefined) return;
+  const reply = (result) => send({jsonrpc: "2.0", id: message.id, result});
+  switch (message.method) {
+    case "initialize":
+      return reply({protocolVersion: message.params.protocolVersion, capabilities: {tools: {}},
+                    serverInfo: {name: "paged", version: "1"}});
+    case "tools/list":
+      return message.params && message.params.cursor === "page-2"
+        ? reply({tools: [tool("second_page_tool")]})
+        : reply({tools: [tool("first_page_tool")], nextCursor: "page-2"});
+    case "tools/call":
+      return reply({content: [{type: "text", text: "called " + message.params.name}]});
+    default:
+      send({jsonrpc: "2.0", id: message.id, error: {code: -32601, message: "no"}});
+  }
+});
+"#;
+
+#[test]
+fn tools_listed_over_several_pages_are_all_offered() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__paged__second_page_tool", json!({})),
+            Step::text("Both pages."),
+        ]),
+    );
+    let script = env.home.path().join("paged.js");
+    std::fs::write(&script, PAGED_SERVER).unwrap();
+    with_servers(&env, &[server_table("paged", "node", &[&script.display().to_string()], "")]);
+    let output = env.kestrel(&["exec", "call the tool from the second page"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = env.requests();
+    let tools = offered_tools(&requests[1]);
+    for name in ["mcp__paged__first_page_tool", "mcp__paged__second_page_tool"] {
+        assert!(tools.contains(&name.to_string()), "{name} not in {tools:?}");
+    }
+    assert!(body_text(&requests[1]).contains("called second_page_tool"));
+}
