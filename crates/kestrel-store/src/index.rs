@@ -330,7 +330,7 @@ fn append_line(home: &KestrelHome, line: &IndexLine) -> Result<(), StoreError> {
 /// Reads and merges the index; any I/O error (a missing file included) is returned so
 /// the caller can rebuild. Lines that do not parse (a torn last line) are skipped.
 fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
-    let mut reader = BufReader::new(File::open(home.index_file())?);
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(home.index_file())?);
     let mut merged: HashMap<SessionId, IndexLine> = HashMap::new();
     let mut buffer = Vec::new();
     loop {
@@ -338,7 +338,9 @@ fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
         if reader.read_until(b'\n', &mut buffer)? == 0 {
             break;
         }
-        let Ok(line) = serde_json::from_slice::<IndexLine>(&buffer) else { continue };
+        // One UTF-8 check per line; parsing from a `str` then skips it for every string.
+        let Ok(text) = std::str::from_utf8(&buffer) else { continue };
+        let Ok(line) = serde_json::from_str::<IndexLine>(text) else { continue };
         match merged.get_mut(&line.id) {
             Some(existing) => existing.merge(line),
             None => {
@@ -447,18 +449,39 @@ fn pick(summaries: Vec<SessionSummary>, query: &str) -> Result<Option<SessionSum
 }
 
 fn sort_newest_first(summaries: &mut [SessionSummary]) {
-    summaries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+    // Ids are unique, so an unstable sort gives the same order without a scratch copy.
+    summaries
+        .sort_unstable_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
 }
 
 /// Sets every `total_usage` to the session's own usage plus its descendants'. A cycle of
 /// parent ids (a corrupt index) is cut where it closes.
 fn add_descendant_usage(summaries: &mut [SessionSummary]) {
-    let position: HashMap<SessionId, usize> =
-        summaries.iter().enumerate().map(|(at, summary)| (summary.id.clone(), at)).collect();
     let mut totals: Vec<Usage> = summaries.iter().map(|summary| summary.usage).collect();
+    // Most sessions have no parent: they need neither the id map nor a walk.
+    if summaries.iter().any(|summary| summary.parent_id.is_some()) {
+        let position: HashMap<&SessionId, usize> =
+            summaries.iter().enumerate().map(|(at, summary)| (&summary.id, at)).collect();
+        add_to_ancestors(summaries, &position, &mut totals);
+    }
+    for (summary, total) in summaries.iter_mut().zip(totals) {
+        summary.total_usage = total;
+    }
+}
+
+/// Adds each session's own usage to the totals of all its ancestors.
+fn add_to_ancestors(
+    summaries: &[SessionSummary],
+    position: &HashMap<&SessionId, usize>,
+    totals: &mut [Usage],
+) {
     for (at, summary) in summaries.iter().enumerate() {
+        let Some(first) = summary.parent_id.as_ref().and_then(|id| position.get(id)).copied()
+        else {
+            continue;
+        };
         let mut seen = HashSet::from([at]);
-        let mut parent = summary.parent_id.as_ref().and_then(|id| position.get(id)).copied();
+        let mut parent = Some(first);
         while let Some(ancestor) = parent {
             if !seen.insert(ancestor) {
                 break;
@@ -467,9 +490,6 @@ fn add_descendant_usage(summaries: &mut [SessionSummary]) {
             parent =
                 summaries[ancestor].parent_id.as_ref().and_then(|id| position.get(id)).copied();
         }
-    }
-    for (summary, total) in summaries.iter_mut().zip(totals) {
-        summary.total_usage = total;
     }
 }
 
