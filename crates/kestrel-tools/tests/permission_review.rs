@@ -95,6 +95,12 @@ fn programs_that_write_or_run_commands_with_some_flags_are_not_read_only() {
         "(( x ))",
         "let x=1",
         "[[ -v x ]]",
+        // Keyword mode makes `NAME=value` arguments environment assignments.
+        "set -k; git diff GIT_EXTERNAL_DIFF=./x",
+        "set -ek",
+        "set -o keyword",
+        "bash -kc 'git diff GIT_EXTERNAL_DIFF=./x'",
+        "bash -ic 'ls'",
         // Heredocs: a line continuation can build `$(` across lines.
         "cat <<EOF\n$\\\n(touch x)\nEOF",
         "cat <<EOF\n${x@P}\nEOF",
@@ -170,6 +176,8 @@ fn harmless_uses_of_those_programs_stay_read_only() {
         "sed -ne 's/a/b/p' f",
         "sed -E -e 's/x/y/g;/z/d' f",
         "printf '%s\\n' x",
+        "set -euo pipefail; set +o xtrace",
+        "bash -ec 'ls'",
         "test -f x && [ -n y ]",
         "echo ${HOME} ${#x} ${x:-none} ${x%.rs} ${1}",
         "echo $((1 + 2 * 3))",

@@ -18,6 +18,9 @@ const HARMLESS_TARGETS: [&str; 3] = ["/dev/null", "/dev/stdout", "/dev/stderr"];
 const HARMLESS_ASSIGNMENTS: [&str; 7] =
     ["LC_ALL", "LANG", "LANGUAGE", "TZ", "NO_COLOR", "COLUMNS", "TERM"];
 
+/// Options of a shell that leave its `-c SCRIPT` to be judged as written.
+const SHELL_FLAGS: &str = "clexuvnfBCEhHmPpTabr";
+
 /// How deep `bash -c 'bash -c ...'` is followed.
 const MAX_NESTED_SHELLS: usize = 4;
 
@@ -262,7 +265,9 @@ fn nested_shell_script(words: &[Word]) -> Option<&str> {
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let flags = arg.text.strip_prefix('-').filter(|_| arg.literal)?;
-        if flags.is_empty() || !flags.chars().all(|c| c.is_ascii_alphabetic()) {
+        // Not `-k` (a `NAME=value` argument becomes an environment assignment), `-i`
+        // (aliases), `-s` (a script on stdin), nor options with values (`-O`, `-o`).
+        if flags.is_empty() || !flags.chars().all(|c| SHELL_FLAGS.contains(c)) {
             return None;
         }
         if flags.contains('c') {

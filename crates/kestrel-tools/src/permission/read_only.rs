@@ -551,12 +551,24 @@ fn find(args: &[&str]) -> Verdict {
     Ok(())
 }
 
-/// `set -e`, `set -o pipefail`...: options only, never positional parameters.
+/// `set -e`, `set -o pipefail`...: options only, never positional parameters, and not
+/// `-k`/`-o keyword`, after which a `NAME=value` anywhere in a command's arguments is an
+/// environment assignment (`git diff GIT_EXTERNAL_DIFF=./x` would run `./x`).
 fn set(args: &[&str]) -> Verdict {
     let mut after_o = false;
     for arg in args {
-        if after_o || arg.starts_with('-') || arg.starts_with('+') {
-            after_o = matches!(*arg, "-o" | "+o");
+        if after_o {
+            after_o = false;
+            if *arg == "keyword" {
+                return writes("set -o", arg);
+            }
+        } else if let Some(flags) = arg.strip_prefix('-') {
+            if flags.contains('k') {
+                return writes("set", arg);
+            }
+            after_o = flags.ends_with('o');
+        } else if let Some(flags) = arg.strip_prefix('+') {
+            after_o = flags.ends_with('o');
         } else {
             return Err("`set` with operands changes the shell's parameters".into());
         }
