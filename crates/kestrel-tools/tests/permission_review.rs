@@ -294,7 +294,7 @@ fn git_in_a_repository_with_a_hook_that_reading_commands_fire_is_not_read_only()
 
 #[test]
 fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
-    let policy = policy_with(&["git diff", "make", "LC_ALL=C make"], &[]);
+    let policy = policy_with(&["git diff", "make", "LC_ALL=C make", "A=1"], &[]);
     assert_eq!(
         assess(&policy, Mode::Ask, "git diff HEAD"),
         Assessment::Allow { run_as: Mode::Ask }
@@ -306,6 +306,7 @@ fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
         "BASH_ENV=./x make",
         "LC_ALL=C LD_PRELOAD=./x.so make",
         "X=$(./x) make",
+        "A=1 B=$HOME make",
     ] {
         let Assessment::Ask { always, .. } = assess(&policy, Mode::Ask, command) else {
             panic!("{command} must ask")

@@ -221,6 +221,9 @@ fn judge_command(
         if leading.len() == command.assignments.len() {
             leading
                 .extend(words.iter().take_while(|word| word.literal).map(|word| word.text.clone()));
+        } else {
+            // A computed assignment: no rule can say what the command runs with.
+            leading.clear();
         }
         let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
         concerns.push(Concern::Command { text: shown, leading, prefix, reason });
