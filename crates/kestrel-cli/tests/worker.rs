@@ -83,8 +83,8 @@ async fn a_prompt_streams_text_and_a_write_file_call_with_its_diff() {
     let output = updates[1]["content"][1]["content"]["text"].as_str().unwrap();
     assert!(output.starts_with("Created notes/a.txt"), "{output}");
     let usage = outcome.of_kind("usage_update")[1];
-    // The scripted model is in no catalog: the default context window.
-    assert_eq!(usage["size"], kestrel_model::DEFAULT_CONTEXT_WINDOW);
+    // The scripted model is in no catalog and on this machine: the local default window.
+    assert_eq!(usage["size"], kestrel_model::LOCAL_DEFAULT_CONTEXT_WINDOW);
     assert_eq!(usage["cost"]["currency"], "USD");
     assert!(usage["used"].as_u64().unwrap() > 0);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\n");
