@@ -365,3 +365,46 @@ async fn bench_snapshots_of_a_large_repository() {
     let output = Command::new("du").arg("-sk").arg(&store).output().unwrap();
     eprintln!("private store: {}", String::from_utf8_lossy(&output.stdout).trim());
 }
+
+#[tokio::test]
+async fn an_object_planted_under_a_files_id_is_not_restored_as_that_file() {
+    let mut fx = Fixture::new(Mode::Auto);
+    fx.write("precious.txt", "precious\n");
+    // A repository inside the workspace whose store claims precious.txt's id for
+    // other content (git does not check ids when it reads).
+    let inner = fx.path("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    git(&inner, &["init", "-q"]);
+    let scratch = tempfile::tempdir().unwrap();
+    git(scratch.path(), &["init", "-q"]);
+    std::fs::write(scratch.path().join("evil"), "planted\n").unwrap();
+    let evil = git(scratch.path(), &["hash-object", "-w", "evil"]).trim().to_string();
+    let target = git(&fx.root(), &["hash-object", "precious.txt"]).trim().to_string();
+    let planted = inner.join(".git/objects").join(&target[..2]);
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::copy(
+        scratch.path().join(".git/objects").join(&evil[..2]).join(&evil[2..]),
+        planted.join(&target[2..]),
+    )
+    .unwrap();
+
+    fx.turn();
+    let files = fx.shell("rm precious.txt").await.unwrap();
+    let FileState::Unsaved { reason } = &files.changes[0].before else { panic!("{files:?}") };
+    assert!(reason.contains("damaged"), "{reason}");
+    let message = fx.undo(false).unwrap_err().to_string();
+    assert!(message.contains("precious.txt") && message.contains("damaged"), "{message}");
+    fx.undo(true).unwrap();
+    assert!(fx.read("precious.txt").is_none(), "the planted content was not written");
+}
+
+#[tokio::test]
+async fn a_file_whose_name_holds_a_newline_is_snapshotted_too() {
+    let mut fx = Fixture::new(Mode::Auto);
+    fx.write("odd\nname.txt", "odd\n");
+    fx.turn();
+    let files = fx.shell("rm odd*name.txt").await.unwrap();
+    assert_eq!(files.changes.len(), 1);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("odd\nname.txt").unwrap(), "odd\n");
+}

@@ -9,7 +9,7 @@
 //! as the workspace's repository uses), so unchanged content costs no git process.
 
 use ring::digest::{Context, SHA1_FOR_LEGACY_USE_ONLY, SHA256};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
+/// No object larger than this is read back (no snapshotted file is larger).
+const MAX_READ_BYTES: u64 = super::snapshot::MAX_HASHED_BYTES;
 /// No git command may hold a call up longer than this.
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -50,7 +52,7 @@ impl ObjectFormat {
         path: &Path,
         expected: u64,
     ) -> std::io::Result<Option<String>> {
-        let mut file = std::fs::File::open(path)?;
+        let mut file = open_regular(path)?;
         let mut context = self.context();
         context.update(format!("blob {expected}\0").as_bytes());
         let mut buffer = vec![0; 256 * 1024];
@@ -68,6 +70,23 @@ impl ObjectFormat {
         }
         Ok((total == expected).then(|| hex(context.finish().as_ref())))
     }
+}
+
+/// Opens `path` for reading only if it is a regular file: a FIFO or a symlink put in
+/// its place since the walk must not block the snapshot or lead it elsewhere.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW,
+    );
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file any more"));
+    }
+    Ok(file)
 }
 
 /// A bare repository of our own holding snapshot content.
@@ -152,6 +171,23 @@ impl ObjectStore {
             .collect())
     }
 
+    /// The size of each of `ids` the stores hold.
+    async fn sizes(&self, ids: &[String]) -> Result<HashMap<String, u64>, String> {
+        let mut input = Vec::with_capacity(ids.len() * 65);
+        for id in ids {
+            input.extend_from_slice(id.as_bytes());
+            input.push(b'\n');
+        }
+        let output = run(self.git().args(["cat-file", "--batch-check"]), Some(input)).await?;
+        Ok(String::from_utf8_lossy(&output)
+            .lines()
+            .filter_map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
+                [id, "blob", size] => Some((id.to_string(), size.parse().ok()?)),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Writes the content of each file of `paths` (absolute, no newline in them) as a
     /// blob, byte for byte; returns their ids in order.
     pub(crate) async fn write_files(&self, paths: &[PathBuf]) -> Result<Vec<String>, String> {
@@ -182,8 +218,15 @@ impl ObjectStore {
 
     /// Writes the content of one file (any name) as a blob; returns its id.
     pub(crate) async fn write_file(&self, path: &Path) -> Result<String, String> {
-        let content =
-            tokio::fs::read(path).await.map_err(|error| format!("{}: {error}", path.display()))?;
+        let owned = path.to_path_buf();
+        let content = tokio::task::spawn_blocking(move || {
+            let mut content = Vec::new();
+            open_regular(&owned)?.read_to_end(&mut content)?;
+            Ok::<_, std::io::Error>(content)
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| format!("{}: {error}", path.display()))?;
         let output =
             run(self.git().args(["hash-object", "-w", "--no-filters", "--stdin"]), Some(content))
                 .await?;
@@ -197,6 +240,23 @@ impl ObjectStore {
         ids: &[String],
         mut take: impl FnMut(&str, Result<Vec<u8>, String>) -> Result<(), String>,
     ) -> Result<(), String> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Only objects of a size a snapshot keeps are read: an object planted in a
+        // repository inside the workspace could claim any size.
+        let sizes = self.sizes(ids).await?;
+        let mut wanted = Vec::new();
+        for id in ids {
+            match sizes.get(id) {
+                Some(size) if *size <= MAX_READ_BYTES => wanted.push(id.clone()),
+                Some(_) => {
+                    take(id, Err(format!("object {id} is larger than any snapshotted file")))?
+                }
+                None => take(id, Err(format!("object {id} is missing from the snapshot")))?,
+            }
+        }
+        let ids = &wanted[..];
         if ids.is_empty() {
             return Ok(());
         }
