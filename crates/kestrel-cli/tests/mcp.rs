@@ -369,25 +369,37 @@ fn read_only_mode_refuses_mcp_tools_even_those_the_server_marks_read_only() {
 }
 
 /// A stdio MCP server (node, as the npm servers need) that lists its tools two pages at a
-/// time, like a server with many tools, and answers calls of any of them.
+/// time, like a server with many tools, and answers calls of any of them. A call of
+/// `add_tool` adds `added_tool`: the server says its list changed and answers the call
+/// only once it has been asked for its list again.
 const PAGED_SERVER: &str = r#"
 const readline = require("readline");
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
 const tool = (name) => ({name, description: name, inputSchema: {type: "object"}});
+let added = false;
+let held = null;
 readline.createInterface({input: process.stdin}).on("line", (line) => {
   const message = JSON.parse(line);
   if (message.id === undefined) return;
   const reply = (result) => send({jsonrpc: "2.0", id: message.id, result});
   switch (message.method) {
     case "initialize":
-      return reply({protocolVersion: message.params.protocolVersion, capabilities: {tools: {}},
-                    serverInfo: {name: "paged", version: "1"}});
+      return reply({protocolVersion: message.params.protocolVersion,
+                    capabilities: {tools: {listChanged: true}}, serverInfo: {name: "paged", version: "1"}});
     case "tools/list":
-      return message.params && message.params.cursor === "page-2"
-        ? reply({tools: [tool("second_page_tool")]})
-        : reply({tools: [tool("first_page_tool")], nextCursor: "page-2"});
+      if (!(message.params && message.params.cursor === "page-2")) {
+        return reply({tools: [tool("first_page_tool"), tool("add_tool")], nextCursor: "page-2"});
+      }
+      reply({tools: [tool("second_page_tool")].concat(added ? [tool("added_tool")] : [])});
+      if (held) { send(held); held = null; }
+      return;
     case "tools/call":
-      return reply({content: [{type: "text", text: "called " + message.params.name}]});
+      const answer = {jsonrpc: "2.0", id: message.id,
+                      result: {content: [{type: "text", text: "called " + message.params.name}]}};
+      if (message.params.name !== "add_tool") return send(answer);
+      added = true;
+      held = answer;
+      return send({jsonrpc: "2.0", method: "notifications/tools/list_changed"});
     default:
       send({jsonrpc: "2.0", id: message.id, error: {code: -32601, message: "no"}});
   }
@@ -414,4 +426,25 @@ fn tools_listed_over_several_pages_are_all_offered() {
         assert!(tools.contains(&name.to_string()), "{name} not in {tools:?}");
     }
     assert!(body_text(&requests[1]).contains("called second_page_tool"));
+}
+
+#[test]
+fn a_servers_list_changed_notification_brings_its_new_tools() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__paged__add_tool", json!({})),
+            Step::tool_call("mcp__paged__added_tool", json!({})),
+            Step::text("Added and called."),
+        ]),
+    );
+    let script = env.home.path().join("paged.js");
+    std::fs::write(&script, PAGED_SERVER).unwrap();
+    with_servers(&env, &[server_table("paged", "node", &[&script.display().to_string()], "")]);
+    let output = env.kestrel(&["exec", "add a tool and call it"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = env.requests();
+    let tools = offered_tools(&requests[2]);
+    assert!(tools.contains(&"mcp__paged__added_tool".to_string()), "{tools:?}");
+    assert!(body_text(&requests[2]).contains("called added_tool"));
 }
