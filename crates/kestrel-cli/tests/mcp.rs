@@ -380,6 +380,9 @@ let added = false;
 let held = null;
 readline.createInterface({input: process.stdin}).on("line", (line) => {
   const message = JSON.parse(line);
+  if (message.method === "notifications/cancelled" && process.env.CANCELLED_LOG) {
+    require("fs").appendFileSync(process.env.CANCELLED_LOG, JSON.stringify(message.params) + "\n");
+  }
   if (message.id === undefined) return;
   const reply = (result) => send({jsonrpc: "2.0", id: message.id, result});
   switch (message.method) {
@@ -388,7 +391,8 @@ readline.createInterface({input: process.stdin}).on("line", (line) => {
                     capabilities: {tools: {listChanged: true}}, serverInfo: {name: "paged", version: "1"}});
     case "tools/list":
       if (!(message.params && message.params.cursor === "page-2")) {
-        return reply({tools: [tool("first_page_tool"), tool("add_tool")], nextCursor: "page-2"});
+        const first = [tool("first_page_tool"), tool("add_tool"), tool("never_answers")];
+        return reply({tools: first, nextCursor: "page-2"});
       }
       reply({tools: [tool("second_page_tool")].concat(added ? [tool("added_tool")] : [])});
       if (held) { send(held); held = null; }
@@ -396,6 +400,7 @@ readline.createInterface({input: process.stdin}).on("line", (line) => {
     case "tools/call":
       const answer = {jsonrpc: "2.0", id: message.id,
                       result: {content: [{type: "text", text: "called " + message.params.name}]}};
+      if (message.params.name === "never_answers") return;
       if (message.params.name !== "add_tool") return send(answer);
       added = true;
       held = answer;
@@ -447,4 +452,35 @@ fn a_servers_list_changed_notification_brings_its_new_tools() {
     let tools = offered_tools(&requests[2]);
     assert!(tools.contains(&"mcp__paged__added_tool".to_string()), "{tools:?}");
     assert!(body_text(&requests[2]).contains("called added_tool"));
+}
+
+#[test]
+fn a_call_past_its_timeout_is_cancelled_on_the_server() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("mcp__paged__never_answers", json!({})),
+            Step::text("It was cancelled."),
+        ]),
+    );
+    let script = env.home.path().join("paged.js");
+    std::fs::write(&script, PAGED_SERVER).unwrap();
+    let log = env.home.path().join("cancelled.jsonl");
+    let extra = format!("tool_timeout_sec = 1\nenv = {{ CANCELLED_LOG = {} }}\n", json!(log));
+    with_servers(&env, &[server_table("paged", "node", &[&script.display().to_string()], &extra)]);
+    let output = env.kestrel(&["exec", "call the tool that never answers"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = body_text(&env.requests()[1]);
+    assert!(second.contains("did not answer within 1 s"), "{}", env.requests()[1].body["messages"]);
+    // The server was told (the notification is written before the session ends).
+    let deadline = Instant::now() + LIMIT;
+    let cancelled = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if !text.is_empty() || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let params: Value = serde_json::from_str(cancelled.lines().next().unwrap_or("null")).unwrap();
+    assert!(params["requestId"].is_number() || params["requestId"].is_string(), "{params}");
 }
