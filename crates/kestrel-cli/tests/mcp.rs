@@ -484,3 +484,42 @@ fn a_call_past_its_timeout_is_cancelled_on_the_server() {
     let params: Value = serde_json::from_str(cancelled.lines().next().unwrap_or("null")).unwrap();
     assert!(params["requestId"].is_number() || params["requestId"].is_string(), "{params}");
 }
+
+/// The prefix a server gets when its name clashes with another's: `mcp__<cleaned>_<FNV-1a
+/// of its name>__` (docs/mcp.md).
+fn hashed_prefix(cleaned: &str, name: &str) -> String {
+    let hash = name
+        .bytes()
+        .fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
+    format!("mcp__{cleaned}_{hash:08x}__")
+}
+
+#[test]
+fn servers_whose_names_clash_are_reported_and_both_keep_their_tools() {
+    let dotted = format!("{}echo", hashed_prefix("my_server", "my.server"));
+    let underscored = format!("{}echo", hashed_prefix("my_server", "my_server"));
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call(&dotted, json!({"message": "to the dotted one"})),
+            Step::tool_call(&underscored, json!({"message": "to the other one"})),
+            Step::text("done"),
+        ]),
+    );
+    let program = bin("mcp-server-everything").display().to_string();
+    with_servers(
+        &env,
+        &[
+            server_table("\"my.server\"", &program, &["stdio"], ""),
+            server_table("my_server", &program, &["stdio"], ""),
+        ],
+    );
+    let output = env.kestrel(&["exec", "call both"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(text.contains("`my.server`, `my_server`") && text.contains("own prefix"), "{text}");
+    let last = body_text(&env.requests()[2]);
+    assert!(last.contains("Echo: to the dotted one") && last.contains("Echo: to the other one"));
+    let tools = offered_tools(&env.requests()[2]);
+    assert!(tools.contains(&dotted) && tools.contains(&underscored), "{tools:?}");
+}
