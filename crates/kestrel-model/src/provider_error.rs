@@ -70,6 +70,10 @@ impl ProviderError {
             "context length exceeded",
             "context window",
             "input is too long",
+            // Local servers: llama.cpp, LM Studio.
+            "exceeds the available context size",
+            "context the overflows",
+            "context length of only",
         ]
         .iter()
         .any(|needle| message.contains(needle))
@@ -173,6 +177,16 @@ mod tests {
             error.into_model_error("u", 1, None),
             ModelError::ContextWindowExceeded { message } if message.contains("128000")
         ));
+    }
+
+    #[test]
+    fn local_servers_context_overflows_are_recognised() {
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#;
+        let lm_studio = r#"{"error":"Trying to keep the first 9000 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough."}"#;
+        for body in [llama, lm_studio] {
+            let error = ProviderError::from_body(400, body);
+            assert!(error.is_context_overflow(), "{body}");
+        }
     }
 
     #[test]
