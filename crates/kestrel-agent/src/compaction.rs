@@ -112,9 +112,13 @@ fn image_notes(entries: &[RecordEntry], item: &RecordItem) -> Vec<String> {
                 let RecordItem::ToolCall { id: call, name, arguments } = &entry.item else {
                     return None;
                 };
-                (call == id).then(|| format!("`{name}` {}", cut_middle_short(arguments)))
+                (call == id).then(|| format!("`{name}` {}", one_line(arguments)))
             });
-            (output, format!("returned by {} (call {id})", name.unwrap_or_default()))
+            let source = match name {
+                Some(name) => format!("returned by {name} (call {id})"),
+                None => format!("returned by call {id}"),
+            };
+            (output, source)
         }
         RecordItem::AssistantMessage { .. }
         | RecordItem::ToolCall { .. }
@@ -135,7 +139,7 @@ fn image_notes(entries: &[RecordEntry], item: &RecordItem) -> Vec<String> {
 }
 
 /// Tool arguments in a one-line note: at most 120 characters.
-fn cut_middle_short(arguments: &str) -> String {
+fn one_line(arguments: &str) -> String {
     let line = arguments.replace('\n', " ");
     if line.chars().count() <= 120 {
         return line;
