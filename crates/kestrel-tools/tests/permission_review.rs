@@ -133,6 +133,7 @@ fn programs_that_write_or_run_commands_with_some_flags_are_not_read_only() {
         "git diff --textconv",
         "git log --output=F",
         "git log --out=F",
+        "git log $\"--output=F\"",
         "git log --show-signature",
         "git show --show-sig",
         "git cat-file --textconv HEAD:x",

@@ -567,6 +567,11 @@ impl Parser {
                 }
                 Ok(false)
             }
+            // `$"..."` is a translated string: its text is whatever the locale says.
+            Some('"') => {
+                self.pos += 1;
+                Ok(false)
+            }
             Some('\'') => {
                 self.pos += 2;
                 let mut escaped = false;
