@@ -373,6 +373,27 @@ fn cd_moves_where_relative_writes_land() {
             run_as: Mode::Ask,
         }
     );
+    // `..` after a name goes wherever a symlink of that name points: no path to allow.
+    let policy = policy_with(&[], &["/w"]);
+    for command in ["echo x > link/../f", "cd link/.. && echo x > f", "cd /w/l/../x; echo > f"] {
+        assert!(
+            matches!(assess(&policy, Mode::Ask, command), Assessment::Ask { .. }),
+            "{command} ran without asking"
+        );
+    }
+    assert_eq!(
+        assess(&policy, Mode::Ask, "cd ../w/sub && echo x > ./f"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    // Each `cd` to a new name may double the places: past a few dozen they are unknown.
+    let many: Vec<String> = (0..10).map(|n| format!("cd d{n}")).collect();
+    let analysis = analyze(&format!("{}; echo x > f", many.join("; ")), Path::new("/w"));
+    assert!(
+        matches!(&analysis.concerns[..], [Concern::Write { path: None, .. }]),
+        "{} concerns",
+        analysis.concerns.len()
+    );
+
     // git after a cd somewhere unknown cannot have its repository checked.
     assert!(!read_only("cd \"$X\" && git status"));
 }

@@ -124,6 +124,10 @@ impl Location {
             self.unknown = true;
             return;
         }
+        if !lexical(&target.text) {
+            self.unknown = true;
+            return;
+        }
         let moved: Vec<PathBuf> =
             self.dirs.iter().map(|dir| normalize(&dir.join(&target.text))).collect();
         for dir in moved {
@@ -131,7 +135,32 @@ impl Location {
                 self.dirs.push(dir);
             }
         }
+        // Each `cd` can double the places; past a few dozen, stop counting.
+        if self.dirs.len() > MAX_PLACES {
+            self.unknown = true;
+        }
     }
+}
+
+/// How many directories a line may be in before its place counts as unknown.
+const MAX_PLACES: usize = 64;
+
+/// Whether `path` means what it says when `..` is resolved by dropping the previous
+/// name: not after a name (`link/..` is the parent of where `link` points, which may be
+/// anywhere).
+fn lexical(path: &str) -> bool {
+    let mut named = false;
+    for component in Path::new(path).components() {
+        match component {
+            std::path::Component::Normal(_) => named = true,
+            std::path::Component::ParentDir if named => return false,
+            std::path::Component::ParentDir
+            | std::path::Component::CurDir
+            | std::path::Component::RootDir
+            | std::path::Component::Prefix(_) => {}
+        }
+    }
+    true
 }
 
 fn analyze_into(line: &str, location: &mut Location, depth: usize, concerns: &mut Vec<Concern>) {
@@ -167,7 +196,7 @@ fn judge_command(
                 concerns.push(concern);
             }
         };
-        if !target.literal {
+        if !target.literal || !lexical(&target.text) {
             push(None);
         } else if target.text.starts_with('/') {
             push(Some(normalize(Path::new(&target.text))));
