@@ -6,9 +6,12 @@
 //! entered; the object directories of repositories found inside are reported, so their
 //! content can be reused rather than copied.
 
+use ignore::WalkState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// More files than this (not counting ignored ones) and no snapshot is taken.
 pub(crate) const MAX_FILES: usize = 200_000;
@@ -78,6 +81,18 @@ pub(crate) enum Found {
     },
 }
 
+/// An entry the (parallel) walk visited: not ignored.
+enum Visited {
+    Dir {
+        path: PathBuf,
+        objects: Option<PathBuf>,
+    },
+    Link(PathBuf),
+    File(PathBuf, Option<std::fs::Metadata>),
+    /// A socket, a FIFO, a device: never snapshotted.
+    Other(PathBuf),
+}
+
 /// The result of a walk.
 #[derive(Debug, Default)]
 pub(crate) struct Walk {
@@ -95,35 +110,58 @@ pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, St
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |entry| {
         entry.file_name() != OsStr::new(".git") && excluded_owned.as_deref() != Some(entry.path())
     });
+    // Two threads: the walk is mostly `statx`, which the kernel serves in parallel.
+    let visited: Mutex<Vec<Visited>> = Mutex::new(Vec::new());
+    let files = AtomicUsize::new(0);
+    builder.threads(2).build_parallel().run(|| {
+        let (visited, files) = (&visited, &files);
+        Box::new(move |entry| {
+            let Ok(entry) = entry else { return WalkState::Continue };
+            let Some(kind) = entry.file_type() else { return WalkState::Continue };
+            let path = entry.path().to_path_buf();
+            let item = if kind.is_dir() {
+                Visited::Dir { objects: object_dir(&path.join(".git")), path }
+            } else if kind.is_symlink() {
+                Visited::Link(path)
+            } else if kind.is_file() {
+                if files.fetch_add(1, Ordering::Relaxed) >= MAX_FILES {
+                    return WalkState::Quit;
+                }
+                Visited::File(path, entry.metadata().ok())
+            } else {
+                Visited::Other(path)
+            };
+            visited.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(item);
+            WalkState::Continue
+        })
+    });
+    if files.load(Ordering::Relaxed) > MAX_FILES {
+        return Err(format!("the workspace has more than {MAX_FILES} files: too many to snapshot"));
+    }
     let mut walk = Walk::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     let mut dirs = Vec::new();
-    let mut files = 0usize;
-    for entry in builder.build().flatten() {
-        let Some(kind) = entry.file_type() else { continue };
-        let path = entry.path().to_path_buf();
-        if kind.is_dir() {
-            if let Some(objects) = object_dir(&path.join(".git")) {
-                walk.object_dirs.push(objects);
+    for item in visited.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+        match item {
+            Visited::Dir { path, objects } => {
+                walk.object_dirs.extend(objects);
+                dirs.push(path.clone());
+                seen.insert(path);
             }
-            dirs.push(path.clone());
-            seen.insert(path);
-            continue;
-        }
-        seen.insert(path.clone());
-        if kind.is_symlink() {
-            if let Ok(target) = std::fs::read_link(&path) {
-                walk.found.push(Found::Symlink { path, target });
+            Visited::Link(path) => {
+                seen.insert(path.clone());
+                if let Ok(target) = std::fs::read_link(&path) {
+                    walk.found.push(Found::Symlink { path, target });
+                }
             }
-        } else if kind.is_file() {
-            files += 1;
-            if files > MAX_FILES {
-                return Err(format!(
-                    "the workspace has more than {MAX_FILES} files: too many to snapshot"
-                ));
+            Visited::File(path, metadata) => {
+                seen.insert(path.clone());
+                if let Some(metadata) = metadata {
+                    walk.found.push(Found::File { path, stamp: Stamp::of(&metadata) });
+                }
             }
-            if let Ok(metadata) = entry.metadata() {
-                walk.found.push(Found::File { path, stamp: Stamp::of(&metadata) });
+            Visited::Other(path) => {
+                seen.insert(path);
             }
         }
     }
