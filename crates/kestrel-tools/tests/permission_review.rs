@@ -385,6 +385,19 @@ fn cd_moves_where_relative_writes_land() {
         assess(&policy, Mode::Ask, "cd ../w/sub && echo x > ./f"),
         Assessment::Allow { run_as: Mode::Ask }
     );
+    // The file tools too.
+    let write = json!({"path": "docs/link/../f", "content": "x"}).to_string();
+    let Assessment::Ask { always, .. } = policy.assess(Mode::Ask, "write_file", &write, false)
+    else {
+        panic!("a write through `..` after a name must ask")
+    };
+    assert!(always.is_empty(), "{always:?}");
+    let write = json!({"path": "../w/docs/f", "content": "x"}).to_string();
+    assert_eq!(
+        policy.assess(Mode::Ask, "write_file", &write, false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+
     // Each `cd` to a new name may double the places: past a few dozen they are unknown.
     let many: Vec<String> = (0..10).map(|n| format!("cd d{n}")).collect();
     let analysis = analyze(&format!("{}; echo x > f", many.join("; ")), Path::new("/w"));

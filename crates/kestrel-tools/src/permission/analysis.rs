@@ -148,7 +148,7 @@ const MAX_PLACES: usize = 64;
 /// Whether `path` means what it says when `..` is resolved by dropping the previous
 /// name: not after a name (`link/..` is the parent of where `link` points, which may be
 /// anywhere).
-fn lexical(path: &str) -> bool {
+pub(crate) fn lexical(path: &str) -> bool {
     let mut named = false;
     for component in Path::new(path).components() {
         match component {

@@ -227,8 +227,11 @@ impl PermissionPolicy {
             Mode::Ask => {}
         }
         let paths = written_paths(tool, arguments, &self.cwd);
+        // `link/../f` lands wherever `link` points: no rule can say it is covered.
+        let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
         // Arguments the tool will refuse change nothing: let it say what is wrong.
-        if paths.is_empty() || paths.iter().all(|path| self.allowed.allows_path(path)) {
+        if paths.is_empty() || (lexical && paths.iter().all(|path| self.allowed.allows_path(path)))
+        {
             return Assessment::Allow { run_as: mode };
         }
         let shown: Vec<String> = paths.iter().map(|path| self.show(path)).collect();
@@ -239,7 +242,11 @@ impl PermissionPolicy {
         };
         Assessment::Ask {
             summary: format!("{verb} {}", shown.join(", ")),
-            always: paths.into_iter().map(AllowRule::Path).collect(),
+            always: if lexical {
+                paths.into_iter().map(AllowRule::Path).collect()
+            } else {
+                Vec::new()
+            },
             run_as: mode,
         }
     }
@@ -256,13 +263,24 @@ impl PermissionPolicy {
 /// write_file and edit_file, every source and destination of apply_patch. Empty when
 /// the arguments do not say (the tool will refuse them).
 pub fn written_paths(tool: &str, arguments: &Value, cwd: &Path) -> Vec<PathBuf> {
-    let resolve = |path: &str| normalize(&cwd.join(path));
+    let mut paths = Vec::new();
+    for name in written_names(tool, arguments) {
+        let path = normalize(&cwd.join(name));
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// The paths as the call names them.
+fn written_names(tool: &str, arguments: &Value) -> Vec<String> {
     match tool {
         "write_file" | "edit_file" => arguments
             .get("path")
             .and_then(Value::as_str)
             .filter(|path| !path.trim().is_empty())
-            .map(resolve)
+            .map(str::to_string)
             .into_iter()
             .collect(),
         "apply_patch" => {
@@ -270,20 +288,14 @@ pub fn written_paths(tool: &str, arguments: &Value, cwd: &Path) -> Vec<PathBuf> 
             else {
                 return Vec::new();
             };
-            let mut paths = Vec::new();
+            let mut names = Vec::new();
             for operation in &patch.operations {
-                let mut add = |path: &str| {
-                    let path = resolve(path);
-                    if !paths.contains(&path) {
-                        paths.push(path);
-                    }
-                };
-                add(operation.path());
+                names.push(operation.path().to_string());
                 if let FileOperation::Update { move_to: Some(destination), .. } = operation {
-                    add(destination);
+                    names.push(destination.to_string());
                 }
             }
-            paths
+            names
         }
         _ => Vec::new(),
     }
