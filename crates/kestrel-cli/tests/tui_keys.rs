@@ -129,6 +129,7 @@ fn tiny_terminals_do_not_break_the_ui() {
     test.pty().resize(ROWS, COLS).unwrap();
     test.wait("Permission needed");
     test.type_text("1");
+    test.wait("› 1. Allow once");
     test.press(Key::Enter);
     test.wait("Made it.");
     test.pty().resize(3, 10).unwrap();
@@ -136,6 +137,23 @@ fn tiny_terminals_do_not_break_the_ui() {
     std::thread::sleep(Duration::from_millis(200));
     test.pty().resize(ROWS, COLS).unwrap();
     test.wait("› still here");
+}
+
+#[test]
+fn keys_typed_as_the_terminal_resizes_are_not_held_back() {
+    let mut test = TuiTest::new(Script::new([]));
+    test.start(&[]);
+    test.wait("● daemon ready");
+    let mut typed = String::new();
+    for round in 0..30u8 {
+        let (rows, cols) = if round % 2 == 0 { (24, 80) } else { (ROWS, COLS) };
+        test.pty().resize(rows, cols).unwrap();
+        // Right after the resize: the key and the size change arrive together.
+        let key = char::from(b'a' + round % 26);
+        test.type_text(&key.to_string());
+        typed.push(key);
+        test.wait(&format!("› {typed}"));
+    }
 }
 
 #[test]
