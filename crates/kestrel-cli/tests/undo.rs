@@ -291,3 +291,27 @@ fn slash_undo_in_the_tui_puts_back_the_files_of_the_last_turn() {
     test.send("/undo sideways");
     test.wait("usage is /undo [N] [--force] [--dry-run]");
 }
+
+/// Undo waits for the turn: while a prompt runs it is refused, plainly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_while_a_turn_runs_is_refused() {
+    let script = Script::new([
+        Step::tool_call("shell", json!({"command": "sleep 2 && echo done > slept.txt"})),
+        Step::text("slept"),
+    ]);
+    let test = DaemonTest::new(script).with_var("KESTREL_MODE", "auto");
+    let mut client = test.client().await;
+    let id = client.new_session(test.env.work.path()).await;
+    let prompt = client.prompt(&id, "sleep");
+    client.wait_update(&id, "tool_call").await;
+    let error =
+        client.request("_kestrel/session/undo", json!({"sessionId": id})).await.unwrap_err();
+    assert_eq!(error.code, -32600, "{error:?}");
+    assert!(error.message.contains("undo after it ends"), "{}", error.message);
+    assert_eq!(prompt.await.unwrap().unwrap()["stopReason"], "end_turn");
+    let answer = client.request("_kestrel/session/undo", json!({"sessionId": id})).await.unwrap();
+    assert_eq!(answer["files"][0]["action"], "removed", "{answer}");
+    assert!(read(&test.env, "slept.txt").is_none());
+    client.close().await;
+    test.stop_daemon();
+}
