@@ -408,3 +408,38 @@ async fn a_file_whose_name_holds_a_newline_is_snapshotted_too() {
     fx.undo(false).unwrap();
     assert_eq!(fx.read("odd\nname.txt").unwrap(), "odd\n");
 }
+
+#[tokio::test]
+async fn kestrels_own_directory_inside_the_workspace_is_never_snapshotted() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().canonicalize().unwrap();
+    std::fs::write(root.join(".gitignore"), "state/\n").unwrap();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    // The home is inside an ignored directory, which snapshots otherwise walk.
+    let home = KestrelHome::at(root.join("state/home"));
+    let header = RecordHeader {
+        id: SessionId::new(),
+        version: RECORD_VERSION,
+        created_at: Timestamp::now(),
+        cwd: root.display().to_string(),
+        provider: "p".into(),
+        model: "m".into(),
+        parent_id: None,
+        forked_from: None,
+    };
+    let mut record = SessionRecord::create(&home, header).unwrap();
+    let mut checkpointer = Checkpointer::new(&home, record.id().as_str());
+    let context = common::context(&root, Mode::Auto);
+    for round in 0..2 {
+        let arguments = json!({"command": format!("echo {round} >> a.txt")}).to_string();
+        let capture = checkpointer.before_call("shell", &arguments, &context).await.unwrap();
+        let output = builtin_tools().call("shell", &arguments, &context).await;
+        assert!(!output.is_error, "{}", output.content);
+        let item = checkpointer.after_call(capture, "call").await.unwrap();
+        record.append(&RecordEntry::now(item.clone())).unwrap();
+        let RecordItem::Checkpoint { files } = item else { panic!("{item:?}") };
+        let files: CheckpointFiles = serde_json::from_value(files).unwrap();
+        let paths: Vec<PathBuf> = files.changes.into_iter().map(|change| change.path).collect();
+        assert_eq!(paths, [root.join("a.txt")], "round {round}");
+    }
+}

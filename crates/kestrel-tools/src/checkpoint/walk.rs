@@ -180,14 +180,14 @@ pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, St
             .collect();
         ignored.sort();
         for path in ignored {
-            ignored_entry(path, &mut budget, &mut walk);
+            ignored_entry(path, excluded, &mut budget, &mut walk);
         }
     }
     Ok(walk)
 }
 
 /// Adds an ignored file, or an ignored directory's files when they fit the budget.
-fn ignored_entry(path: PathBuf, budget: &mut usize, walk: &mut Walk) {
+fn ignored_entry(path: PathBuf, excluded: Option<&Path>, budget: &mut usize, walk: &mut Walk) {
     let Ok(metadata) = std::fs::symlink_metadata(&path) else { return };
     let kind = metadata.file_type();
     if kind.is_symlink() {
@@ -205,7 +205,7 @@ fn ignored_entry(path: PathBuf, budget: &mut usize, walk: &mut Walk) {
         }
     } else if kind.is_dir() {
         let limit = MAX_IGNORED_DIR_FILES.min(*budget);
-        match small_dir(&path, limit) {
+        match small_dir(&path, excluded, limit) {
             Some(found) => {
                 *budget -= found.iter().filter(|found| matches!(found, Found::File { .. })).count();
                 walk.found.extend(found);
@@ -231,7 +231,7 @@ fn budget_spent() -> String {
 
 /// The files and symlinks under `dir` (not entering `.git`), or `None` when there are
 /// more than `limit` files.
-fn small_dir(dir: &Path, limit: usize) -> Option<Vec<Found>> {
+fn small_dir(dir: &Path, excluded: Option<&Path>, limit: usize) -> Option<Vec<Found>> {
     let mut found = Vec::new();
     let mut files = 0;
     let mut stack = vec![dir.to_path_buf()];
@@ -241,7 +241,7 @@ fn small_dir(dir: &Path, limit: usize) -> Option<Vec<Found>> {
             let path = child.path();
             let Ok(kind) = child.file_type() else { continue };
             if kind.is_dir() {
-                if child.file_name() != OsStr::new(".git") {
+                if child.file_name() != OsStr::new(".git") && excluded != Some(path.as_path()) {
                     stack.push(path);
                 }
             } else if kind.is_symlink() {
