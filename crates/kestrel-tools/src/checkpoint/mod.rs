@@ -6,12 +6,14 @@
 //!
 //! - File tools (`write_file`, `edit_file`, `apply_patch`) name their paths: each is
 //!   saved exactly before the call (content, mode, symlink target, or absence).
-//! - Anything else that may change files (`shell`, MCP tools) gets a snapshot of the
-//!   workspace's files (tracked and untracked, not ignored) as a git tree, in the
-//!   repository's own object store through a private index (the user's index, stash and
-//!   working tree are untouched), or outside a repository in a private one under the
-//!   checkpoint directory. After the call, the trees are compared and the old content
-//!   of what changed is copied out.
+//! - Anything else that may change files (`shell`, every command; MCP tools) gets a
+//!   snapshot of the workspace (snapshot.rs): every file's git blob id, computed here
+//!   from the bytes on disk, with the content git lacks copied into a private object
+//!   store under the checkpoint directory (objects.rs; the workspace's own object stores
+//!   are alternates, so tracked content is never copied, and no repository code — filter,
+//!   hook, fsmonitor — ever runs). Ignored files are walked too, within caps (walk.rs);
+//!   what is left out is recorded as not snapshotted. After the call, the two snapshots
+//!   are compared and the old content of what changed is copied out.
 //!
 //! Saved content lives in `$KESTREL_HOME/checkpoints/<session>/blobs/` (directories
 //! 0700, files 0600), named by SHA-256. The item's JSON shape is [`CheckpointFiles`]
