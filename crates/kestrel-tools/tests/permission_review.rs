@@ -144,6 +144,7 @@ fn programs_that_write_or_run_commands_with_some_flags_are_not_read_only() {
         "git --exec-path=/tmp log",
         "git --git-dir=/tmp/evil log",
         "git --work-tree=/tmp log",
+        "git -C link/.. log",
         "git -p log",
         "git --paginate log",
         "git help log",

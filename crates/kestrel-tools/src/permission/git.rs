@@ -419,6 +419,10 @@ pub(crate) fn judge(args: &[&str], places: Places) -> Verdict {
     loop {
         match rest.first() {
             Some(&"-C") if rest.len() > 1 => {
+                // `link/..` is wherever the link points: the repository there is not known.
+                if !super::analysis::lexical(rest[1]) {
+                    return Err(format!("`git -C {}`: a directory not known here", rest[1]));
+                }
                 directories.push(rest[1].to_string());
                 rest = &rest[2..];
             }
