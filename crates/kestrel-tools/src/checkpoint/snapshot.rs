@@ -184,8 +184,13 @@ impl Snapshotter {
                     let reason = "it changed while the snapshot was taken".to_string();
                     entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
                 }
-                // Gone since the walk, or unreadable: not part of the snapshot.
-                Err(_) => {}
+                // Gone since the walk: not part of the snapshot.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                // Unreadable: seen, and said to be not kept.
+                Err(error) => {
+                    let reason = format!("unreadable ({error}), not snapshotted");
+                    entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+                }
             }
         }
         let ids: Vec<String> = new.iter().map(|(_, _, id)| id.clone()).collect();
