@@ -8,7 +8,7 @@ use crate::theme;
 use crate::wrap::truncate_spans;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Widget};
 
@@ -31,13 +31,8 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
         Some(approval) => approval.height(area.width).min(area.height.saturating_sub(1 + middle)),
         None => app.composer.rows(area.width.saturating_sub(2)) + 2,
     };
-    let [transcript_area, middle_area, bottom_area, status_area] = Layout::vertical([
-        Constraint::Min(0),
-        Constraint::Length(middle),
-        Constraint::Length(bottom_height),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [transcript_area, middle_area, bottom_area, status_area] =
+        stack(area, middle, bottom_height);
     let buffer = frame.buffer_mut();
     app.transcript.draw(transcript_area, buffer);
     draw_middle(app, middle_area, buffer);
@@ -56,6 +51,25 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
             draw_menu(app, &menu, bottom_area, transcript_area, buffer);
         }
     }
+}
+
+/// The frame's rows from the top: the transcript (what is left), the working line and
+/// queue (`middle`), the composer or prompt (`bottom`), the status line. Plain
+/// arithmetic rather than `Layout`: its constraint solver was a sixth of a frame's
+/// work, the first frame's included. When rows run short the status line stays, then
+/// the bottom, then the middle.
+fn stack(area: Rect, middle: u16, bottom: u16) -> [Rect; 4] {
+    let status = area.height.min(1);
+    let bottom = bottom.min(area.height - status);
+    let middle = middle.min(area.height - status - bottom);
+    let transcript = area.height - status - bottom - middle;
+    let row = |offset: u16, height: u16| Rect { y: area.y + offset, height, ..area };
+    [
+        row(0, transcript),
+        row(transcript, middle),
+        row(transcript + middle, bottom),
+        row(transcript + middle + bottom, status),
+    ]
 }
 
 /// A rectangle of `height` rows ending just above `anchor`, within `bounds`.
@@ -162,5 +176,24 @@ fn draw_menu(app: &App, menu: &Menu, composer: Rect, bounds: Rect, buffer: &mut 
         let y = inner.y + u16::try_from(row).unwrap_or(0);
         Line::from(truncate_spans(spans, usize::from(inner.width)))
             .render(Rect { x: inner.x, y, width: inner.width, height: 1 }, buffer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rows_stack_and_give_way_from_the_top() {
+        let area = Rect::new(0, 2, 80, 30);
+        let [transcript, middle, bottom, status] = stack(area, 2, 5);
+        assert_eq!((transcript.y, transcript.height), (2, 22));
+        assert_eq!((middle.y, middle.height), (24, 2));
+        assert_eq!((bottom.y, bottom.height), (26, 5));
+        assert_eq!((status.y, status.height), (31, 1));
+        let [transcript, middle, bottom, status] = stack(Rect::new(0, 0, 80, 6), 4, 5);
+        assert_eq!([transcript.height, middle.height, bottom.height, status.height], [0, 0, 5, 1]);
+        let [.., bottom, status] = stack(Rect::new(0, 0, 80, 1), 0, 3);
+        assert_eq!([bottom.height, status.height], [0, 1]);
     }
 }
