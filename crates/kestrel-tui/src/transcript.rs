@@ -271,7 +271,8 @@ impl Transcript {
         for (row, line) in lines[start..end].iter().enumerate() {
             let y = area.y + u16::try_from(row).unwrap_or(u16::MAX);
             let line_area = Rect { x: area.x, y, width: area.width, height: 1 };
-            (*line).clone().render(line_area, buffer);
+            // By reference: a frame copies none of the cached lines.
+            Widget::render(*line, line_area, buffer);
         }
         if self.scroll > 0 && area.height > 0 {
             let note = format!(" ↓ {} more lines · pgdn or esc to follow ", self.scroll);
