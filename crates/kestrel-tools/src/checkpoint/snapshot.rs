@@ -79,6 +79,11 @@ pub(crate) struct Snapshotter {
     user_objects: Option<PathBuf>,
     /// The last snapshot: its ids are reused for files whose stamp did not change.
     last: Option<Snapshot>,
+    /// More files than this and no snapshot is taken.
+    max_files: usize,
+    /// Why snapshots were given up for this session (a workspace with too many files:
+    /// walking it again for every call would cost seconds each time).
+    given_up: Option<String>,
 }
 
 impl Snapshotter {
@@ -98,20 +103,40 @@ impl Snapshotter {
         let (store, user_objects) =
             ObjectStore::open(&session_dir.join("snapshots.git"), &workspace).await?;
         let excluded = home.canonicalize().ok().filter(|home| home.starts_with(&workspace));
-        Ok(Self { store, workspace, excluded, user_objects, last: None })
+        Ok(Self {
+            store,
+            workspace,
+            excluded,
+            user_objects,
+            last: None,
+            max_files: walk::MAX_FILES,
+            given_up: None,
+        })
     }
 
     /// A snapshot of the workspace now.
     ///
     /// Fails when the workspace is too large or git fails.
     pub(crate) async fn take(&mut self) -> Result<Snapshot, String> {
+        if let Some(reason) = &self.given_up {
+            return Err(reason.clone());
+        }
         let started_ns = now_ns();
-        let workspace = self.workspace.clone();
-        let excluded = self.excluded.clone();
-        let walked =
-            tokio::task::spawn_blocking(move || walk::walk(&workspace, excluded.as_deref()))
-                .await
-                .map_err(|error| error.to_string())??;
+        let (workspace, excluded, max_files) =
+            (self.workspace.clone(), self.excluded.clone(), self.max_files);
+        let walked = tokio::task::spawn_blocking(move || {
+            walk::walk(&workspace, excluded.as_deref(), max_files)
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+        let walked = match walked {
+            Ok(walked) => walked,
+            Err(reason) => {
+                let reason = format!("{reason} (not tried again in this session)");
+                self.given_up = Some(reason.clone());
+                return Err(reason);
+            }
+        };
         let mut alternates: Vec<PathBuf> = self.user_objects.iter().cloned().collect();
         for dir in walked.object_dirs {
             if !alternates.contains(&dir) {
@@ -349,4 +374,30 @@ pub(crate) fn blob_ids(changes: &[TreeChange]) -> Vec<String> {
         }
     }
     seen.into_keys().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::Snapshotter;
+
+    #[tokio::test]
+    async fn a_workspace_with_too_many_files_is_not_walked_again() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        for index in 0..5 {
+            std::fs::write(work.path().join(format!("{index}.txt")), "x").unwrap();
+        }
+        let mut snapshotter =
+            Snapshotter::open(work.path(), &home.path().join("s"), home.path()).await.unwrap();
+        snapshotter.max_files = 3;
+        let error = snapshotter.take().await.unwrap_err();
+        assert!(error.contains("more than 3 files"), "{error}");
+        for index in 0..4 {
+            std::fs::remove_file(work.path().join(format!("{index}.txt"))).unwrap();
+        }
+        let error = snapshotter.take().await.unwrap_err();
+        assert!(error.contains("not tried again in this session"), "{error}");
+    }
 }

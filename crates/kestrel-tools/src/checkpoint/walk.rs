@@ -103,8 +103,12 @@ pub(crate) struct Walk {
 
 /// Walks `workspace`, leaving out `excluded` (our own directory, when inside it).
 ///
-/// Fails when the workspace holds more than [`MAX_FILES`] files that are not ignored.
-pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, String> {
+/// Fails when the workspace holds more than `max_files` files that are not ignored.
+pub(crate) fn walk(
+    workspace: &Path,
+    excluded: Option<&Path>,
+    max_files: usize,
+) -> Result<Walk, String> {
     let excluded_owned = excluded.map(Path::to_path_buf);
     let mut builder = ignore::WalkBuilder::new(workspace);
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |entry| {
@@ -124,7 +128,7 @@ pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, St
             } else if kind.is_symlink() {
                 Visited::Link(path)
             } else if kind.is_file() {
-                if files.fetch_add(1, Ordering::Relaxed) >= MAX_FILES {
+                if files.fetch_add(1, Ordering::Relaxed) >= max_files {
                     return WalkState::Quit;
                 }
                 Visited::File(path, entry.metadata().ok())
@@ -135,8 +139,8 @@ pub(crate) fn walk(workspace: &Path, excluded: Option<&Path>) -> Result<Walk, St
             WalkState::Continue
         })
     });
-    if files.load(Ordering::Relaxed) > MAX_FILES {
-        return Err(format!("the workspace has more than {MAX_FILES} files: too many to snapshot"));
+    if files.load(Ordering::Relaxed) > max_files {
+        return Err(format!("the workspace has more than {max_files} files: too many to snapshot"));
     }
     let mut walk = Walk::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
