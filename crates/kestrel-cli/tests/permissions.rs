@@ -223,3 +223,38 @@ fn read_only_git_in_a_repository_whose_config_runs_a_program_is_refused() {
     }
     assert!(!marker.exists(), "the repository's fsmonitor hook ran in read-only mode");
 }
+
+#[test]
+fn auto_file_tools_need_approval_for_git_hooks_and_project_config() {
+    let calls = || {
+        vec![
+            ScriptedToolCall::new(
+                "write_file",
+                json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\ntouch pwned\n"}),
+            ),
+            ScriptedToolCall::new(
+                "write_file",
+                json!({"path": ".kestrel/config.toml", "content": "[agent]\n"}),
+            ),
+            ScriptedToolCall::new("write_file", json!({"path": "notes.txt", "content": "x"})),
+        ]
+    };
+    let env = TestEnv::new(Wire::Chat, script(calls()));
+    std::fs::create_dir_all(env.work.path().join(".git/hooks")).unwrap();
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("git metadata"), "{results:?}");
+    assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("project config"), "{results:?}");
+    assert!(!results[2].1, "{results:?}");
+    assert!(!env.work.path().join(".git/hooks/pre-commit").exists());
+    assert!(!env.work.path().join(".kestrel/config.toml").exists());
+    assert!(env.work.path().join("notes.txt").exists());
+
+    let env = TestEnv::new(Wire::Chat, script(calls()));
+    std::fs::create_dir_all(env.work.path().join(".git/hooks")).unwrap();
+    let output = env.kestrel(&["exec", "--mode", "yolo", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(env.work.path().join(".git/hooks/pre-commit").exists());
+}

@@ -74,10 +74,31 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// Why a write to `path` would reach beyond the workspace's files although it lies
+/// inside: git metadata (hooks and config run programs outside the sandbox), project
+/// config (`.kestrel`: MCP servers, commands) or `$KESTREL_HOME` (records, config,
+/// the daemon's socket). The shell's sandbox keeps the same places read-only. `None`
+/// for an ordinary path. Symlinks are followed, as a write would follow them.
+pub fn guarded_place(workspace: &Path, path: &Path) -> Option<&'static str> {
+    let real = resolve_existing(&normalize(path));
+    if let Ok(home) = kestrel_store::KestrelHome::from_env()
+        && real.starts_with(resolve_existing(home.root()))
+    {
+        return Some("Kestrel's own home (records and config)");
+    }
+    let workspace = resolve_existing(&normalize(workspace));
+    let inside = real.strip_prefix(&workspace).unwrap_or(&real);
+    inside.components().find_map(|component| match component.as_os_str().to_str() {
+        Some(".git") => Some("git metadata: its hooks and config run programs unconfined"),
+        Some(".kestrel") => Some("project config: it can start programs unconfined"),
+        _ => None,
+    })
+}
+
 /// Follows symlinks of the longest existing ancestor and re-appends the rest, so a
 /// path that does not exist yet is judged by where it would be created. A dangling
 /// symlink is judged by its target: writing through it creates the target.
-fn resolve_existing(path: &Path) -> PathBuf {
+pub(crate) fn resolve_existing(path: &Path) -> PathBuf {
     resolve_with_depth(path, 0)
 }
 

@@ -527,3 +527,58 @@ fn mcp_tools_ask_or_are_refused_whatever_their_server_claims_unless_the_user_all
         Assessment::Deny { .. }
     ));
 }
+
+#[test]
+fn auto_asks_before_file_tools_write_git_metadata_or_project_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(workspace.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(workspace.join("vendor/lib/.git")).unwrap();
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    // A link inside the workspace that leads into .git is judged by where it leads.
+    std::os::unix::fs::symlink(workspace.join(".git/hooks"), workspace.join("src/hooks")).unwrap();
+    let mut policy = PermissionPolicy::new(
+        workspace.clone(),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::new(),
+    );
+    let write = |path: &str| json!({"path": path, "content": "#!/bin/sh\nid\n"}).to_string();
+    for path in [".git/hooks/pre-commit", "src/hooks/post-checkout", "vendor/lib/.git/config"] {
+        let Assessment::Ask { summary, always, run_as } =
+            policy.assess(Mode::Auto, "write_file", &write(path), false)
+        else {
+            panic!("{path} was not asked about")
+        };
+        assert!(summary.contains("git metadata"), "{summary}");
+        assert_eq!(run_as, Mode::Auto);
+        assert_eq!(always.len(), 1);
+    }
+    let patch =
+        "*** Begin Patch\n*** Add File: .kestrel/config.toml\n+[mcp_servers.x]\n*** End Patch";
+    let Assessment::Ask { summary, .. } =
+        policy.assess(Mode::Auto, "apply_patch", &json!({"patch": patch}).to_string(), false)
+    else {
+        panic!("project config was not asked about")
+    };
+    assert!(summary.contains(".kestrel/config.toml (project config"), "{summary}");
+    // Ordinary files still run without asking; an approved path is remembered.
+    assert_eq!(
+        policy.assess(Mode::Auto, "write_file", &write("src/main.rs"), false),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
+    let Assessment::Ask { always, .. } =
+        policy.assess(Mode::Auto, "write_file", &write(".git/hooks/pre-commit"), false)
+    else {
+        panic!()
+    };
+    policy.remember(&always);
+    assert_eq!(
+        policy.assess(Mode::Auto, "write_file", &write(".git/hooks/pre-commit"), false),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
+    // Yolo is the user's explicit choice.
+    assert_eq!(
+        policy.assess(Mode::Yolo, "write_file", &write(".git/hooks/x"), false),
+        Assessment::Allow { run_as: Mode::Yolo }
+    );
+}

@@ -5,7 +5,8 @@
 //!
 //! - `yolo`: everything runs, unconfined.
 //! - `auto`: everything runs; the file tools confine themselves to the workspace and
-//!   `shell` runs in the OS sandbox. A shell command is never refused by parsing; only
+//!   `shell` runs in the OS sandbox. Writes to what the sandbox keeps read-only inside
+//!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is never refused by parsing; only
 //!   when no sandbox can be had does a command that is not known read-only need approval.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
 //!   tools need approval, unless an "always" rule covers them.
@@ -26,7 +27,7 @@ pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
 
 use crate::apply_patch::{FileOperation, parse_patch};
-use crate::workspace::normalize;
+use crate::workspace::{guarded_place, normalize};
 use kestrel_platform::Sandbox;
 use kestrel_protocol::Mode;
 use serde_json::Value;
@@ -217,8 +218,10 @@ impl PermissionPolicy {
 
     fn assess_file_tool(&self, mode: Mode, tool: &str, arguments: &Value) -> Assessment {
         match mode {
-            // The tools confine themselves to the workspace.
-            Mode::Auto | Mode::Yolo => return Assessment::Allow { run_as: mode },
+            Mode::Yolo => return Assessment::Allow { run_as: mode },
+            // The tools confine themselves to the workspace; inside it, what the sandbox
+            // keeps read-only for commands needs the user's word for the file tools too.
+            Mode::Auto => return self.assess_guarded_write(tool, arguments),
             Mode::ReadOnly => {
                 return Assessment::Deny {
                     reason: format!("`{tool}` is not allowed: the session is in read-only mode"),
@@ -248,6 +251,24 @@ impl PermissionPolicy {
                 Vec::new()
             },
             run_as: mode,
+        }
+    }
+
+    fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
+        let guarded: Vec<(PathBuf, &str)> = written_paths(tool, arguments, &self.cwd)
+            .into_iter()
+            .filter(|path| !self.allowed.allows_path(path))
+            .filter_map(|path| guarded_place(&self.cwd, &path).map(|why| (path, why)))
+            .collect();
+        if guarded.is_empty() {
+            return Assessment::Allow { run_as: Mode::Auto };
+        }
+        let shown: Vec<String> =
+            guarded.iter().map(|(path, why)| format!("{} ({why})", self.show(path))).collect();
+        Assessment::Ask {
+            summary: format!("write {}", shown.join(", ")),
+            always: guarded.into_iter().map(|(path, _)| AllowRule::Path(path)).collect(),
+            run_as: Mode::Auto,
         }
     }
 
