@@ -191,16 +191,31 @@ impl Snapshotter {
         // Hash what is new or changed, then copy in what no store holds yet.
         let format = self.store.format;
         let hashed = tokio::task::spawn_blocking(move || {
-            to_hash
-                .into_iter()
-                .map(|(path, stamp)| {
-                    let id = format.file_blob_id(&path, stamp.size);
-                    (path, stamp, id)
-                })
-                .collect::<Vec<_>>()
+            // Two threads: a first snapshot reads every file.
+            let half = to_hash.len().div_ceil(2);
+            std::thread::scope(|scope| {
+                let chunks: Vec<_> = to_hash
+                    .chunks(half.max(1))
+                    .map(|chunk| {
+                        scope.spawn(move || {
+                            chunk
+                                .iter()
+                                .map(|(path, stamp)| {
+                                    (path.clone(), *stamp, format.file_blob_id(path, stamp.size))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                chunks
+                    .into_iter()
+                    .map(|chunk| chunk.join().map_err(|_| "a hashing thread panicked".to_string()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|chunks| chunks.into_iter().flatten().collect::<Vec<_>>())
+            })
         })
         .await
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| error.to_string())??;
         let mut new = Vec::new();
         for (path, stamp, id) in hashed {
             match id {
