@@ -7,10 +7,12 @@
 
 mod catalog_support;
 mod common;
+mod daemon_support;
 
 use catalog_support::CatalogServer;
 use common::{TestEnv, Wire, body_text, stderr};
-use kestrel_testkit::{Script, Step};
+use daemon_support::{DaemonTest, WAIT};
+use kestrel_testkit::{Script, ScriptedToolCall, Step};
 use serde_json::json;
 
 /// The smallest valid PNG: 1×1, transparent.
@@ -90,4 +92,47 @@ fn a_model_that_takes_no_images_gets_a_note_instead_of_the_image() {
     assert!(second.contains("[image: image/png] dot.png"), "{second}");
     assert!(second.contains("the model in use does not take images"), "{second}");
     assert!(!second.contains("iVBORw0KGgo") && !second.contains("image_url"), "{second}");
+}
+
+/// A cancel after a tool returned an image, with calls of the step left unrun: those get
+/// their results before the images message, so the next turn's request is one every wire
+/// takes (Anthropic wants a step's tool results first in the next user message, Chat
+/// right after the call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_after_a_tool_returned_an_image_leaves_a_session_that_goes_on() {
+    for wire in [Wire::Anthropic, Wire::Chat] {
+        let write =
+            |path: &str| ScriptedToolCall::new("write_file", json!({"path": path, "content": "x"}));
+        let script = Script::new([
+            Step::tool_calls(vec![
+                ScriptedToolCall::new("read_file", json!({"path": "dot.png"})),
+                write("a.txt"),
+                write("b.txt"),
+            ]),
+            Step::text("still here"),
+        ]);
+        let test = DaemonTest {
+            env: TestEnv::new(wire, script),
+            vars: vec![("KESTREL_DAEMON_IDLE_SECS".to_owned(), "120".to_owned())],
+        };
+        cache_catalog(&test.env, VISION_CATALOG);
+        std::fs::write(test.env.work_path().join("dot.png"), PNG).unwrap();
+        let mut client = test.client().await;
+        let session = client.new_session(&test.env.work_path()).await;
+        client.set_mode(&session, "ask").await;
+        let turn = client.prompt(&session, "look, then write");
+        // The image is read; the first write asks; the user cancels instead.
+        client.wait_permission().await;
+        client.connection.notify("session/cancel", json!({"sessionId": session})).await.unwrap();
+        let answer = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap().unwrap();
+        assert_eq!(answer["stopReason"], "cancelled", "{wire:?}");
+
+        let answer = client.prompt(&session, "go on").await.unwrap().unwrap();
+        assert_eq!(answer["stopReason"], "end_turn", "{wire:?}: {answer}");
+        client.settle(std::time::Duration::from_millis(300)).await;
+        assert!(client.agent_text(&session).contains("still here"), "{wire:?}");
+        let second = body_text(&model_requests(&test.env)[1]);
+        assert!(second.contains("cancelled the turn before this call ran"), "{wire:?}: {second}");
+        assert!(second.contains("iVBORw0KGgo"), "{wire:?}: the image is still in the history");
+    }
 }

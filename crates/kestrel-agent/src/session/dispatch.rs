@@ -10,7 +10,7 @@ use crate::subagent::{self, ChildOutcome, Parent, TASK_TOOL};
 use crate::{AgentError, AgentEvent};
 use futures_util::future::join_all;
 use kestrel_model::{ContentPart, Message, ToolCall};
-use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem, Usage};
+use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem, StopReason, Usage};
 use kestrel_tools::permission::{Assessment, save_rules};
 use kestrel_tools::{ToolContext, ToolImage, ToolOutput};
 use std::time::Instant;
@@ -112,6 +112,12 @@ impl Session {
                 self.finish_call(call, output, result.duration_ms, sink).await?;
             }
             index = end;
+        }
+        // A cancel left calls unrun: they are answered now, before the images message,
+        // since every wire wants all of a step's tool results before the next user
+        // message (Anthropic: the results open it; Chat: they follow the call).
+        if index < calls.len() {
+            self.answer_open_calls(StopReason::Cancelled)?;
         }
         // Tool results are text on every wire; the images they returned follow them as
         // one user message (the record keeps their `[image: TYPE]` placeholders).

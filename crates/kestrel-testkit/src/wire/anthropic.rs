@@ -67,12 +67,11 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
         if uses.is_empty() {
             continue;
         }
-        let answered: Vec<String> = messages
-            .get(index + 1)
-            .map(blocks)
-            .unwrap_or_default()
+        let next = messages.get(index + 1).map(blocks).unwrap_or_default();
+        let is_result = |b: &Value| b.get("type").and_then(Value::as_str) == Some("tool_result");
+        let answered: Vec<String> = next
             .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter(|b| is_result(b))
             .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str).map(str::to_string))
             .collect();
         let missing: Vec<&str> =
@@ -82,6 +81,16 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
                 "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
                 index + 1,
                 missing.join(", ")
+            ));
+        }
+        // The tool results open the message; text and images may only follow them
+        // (platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls).
+        let leading = next.iter().take_while(|b| is_result(b)).count();
+        if leading < uses.len() {
+            return Err(format!(
+                "messages.{}: Did not find {} tool_result block(s) at the beginning of this message. Messages following tool_use blocks must begin with a matching number of tool_result blocks.",
+                index + 1,
+                uses.len()
             ));
         }
     }
