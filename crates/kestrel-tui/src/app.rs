@@ -26,6 +26,10 @@ const REATTACH_ATTEMPTS: u32 = 20;
 const REATTACH_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 /// Test hook: `task` makes a background task panic shortly after start-up.
 const PANIC_HOOK_ENV: &str = "KESTREL_TUI_TEST_PANIC";
+/// Attempts to reach the daemon again after one fails, and the wait before the first
+/// (growing with each).
+const CONNECT_RETRIES: u32 = 3;
+const CONNECT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
 /// Lost connections in a row (without a session opening between them) before giving up.
 const MAX_RECONNECTS: u32 = 5;
 
@@ -97,6 +101,9 @@ pub(crate) struct App {
     pub(crate) terminal_request: Option<TerminalRequest>,
     /// Ring the bell at the next draw (a permission is waiting).
     pub(crate) bell: bool,
+    /// Draw at the next chance rather than at the streaming frame rate: the first text
+    /// of an answer, a turn's end, a permission prompt (latency the user waits on).
+    pub(crate) urgent: bool,
     /// The last update was a user message chunk (replayed chunks of one message join).
     pub(crate) last_update_was_user: bool,
     /// The worker restarted during the running turn.
@@ -108,6 +115,8 @@ pub(crate) struct App {
     reattach: Option<(String, PathBuf, u32)>,
     /// Connections lost since a session last opened.
     reconnects: u32,
+    /// Failed attempts to connect since the last success.
+    connect_failures: u32,
     /// Notices of permission prompts withdrawn unanswered since the last turn started,
     /// said again after re-attaching (which replays the history over the screen).
     withdrawn: Vec<String>,
@@ -152,12 +161,14 @@ impl App {
             should_quit: false,
             terminal_request: None,
             bell: false,
+            urgent: false,
             last_update_was_user: false,
             restarted_in_turn: false,
             config: ConfigSummary::default(),
             session_cwd: options.cwd.clone(),
             reattach: None,
             reconnects: 0,
+            connect_failures: 0,
             withdrawn: Vec::new(),
             children: std::collections::HashMap::new(),
             compacting: false,
@@ -251,12 +262,27 @@ impl App {
     pub(crate) fn handle_event(&mut self, event: AppEvent) {
         match event {
             AppEvent::Connected { connection, incoming } => {
+                self.connect_failures = 0;
                 client::forward(incoming, self.events.clone());
                 self.connection = Some(connection);
                 self.status.link = LinkState::Connected;
                 self.open_session_if_needed();
             }
             AppEvent::ConnectFailed(message) => {
+                // A daemon that was stopping, or lost a race to start, closes at once:
+                // try again a few times before saying it cannot be reached.
+                if self.connect_failures < CONNECT_RETRIES {
+                    self.connect_failures += 1;
+                    let delay = CONNECT_RETRY_DELAY * self.connect_failures;
+                    let (home, program, events) =
+                        (self.home.clone(), self.program.clone(), self.events.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        client::connect(home, program, events);
+                    });
+                    return;
+                }
+                self.connect_failures = 0;
                 self.status.link = LinkState::Lost(message.clone());
                 self.notice(
                     NoticeLevel::Error,
@@ -577,6 +603,7 @@ impl App {
     }
 
     fn turn_finished(&mut self, result: Result<acp::StopReason, String>) {
+        self.urgent = true;
         let turn = self.turn.take();
         let interrupted = turn.as_ref().is_some_and(|turn| turn.interrupted);
         let steered = turn.as_ref().is_some_and(|turn| turn.steered);

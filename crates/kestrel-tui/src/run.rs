@@ -160,7 +160,8 @@ async fn run_loop(
             Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
             None => {}
         }
-        if draw_now || (dirty && Instant::now() >= update_due) {
+        let urgent = std::mem::take(&mut app.urgent);
+        if draw_now || (dirty && (urgent || Instant::now() >= update_due)) {
             if std::mem::take(&mut app.bell) {
                 // Sent with the frame (ratatui flushes after drawing).
                 let _ = screen.backend_mut().write_all(b"\x07");

@@ -87,6 +87,11 @@ impl Transcript {
         self.push(Cell::Assistant(MarkdownText::new(text)));
     }
 
+    /// Whether the last cell is an answer being streamed (more text joins it).
+    pub(crate) fn answer_in_progress(&self) -> bool {
+        matches!(self.entries.last().map(|entry| &entry.cell), Some(Cell::Assistant(_)))
+    }
+
     /// Appends streamed reasoning, like [`Transcript::push_answer`].
     pub(crate) fn push_thought(&mut self, text: &str) {
         if let Some(Cell::Thought(thought)) = self.touch_last() {

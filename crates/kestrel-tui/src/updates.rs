@@ -64,6 +64,7 @@ impl App {
                         if child || self.session_id() == Some(approval.session_id.as_str()) {
                             self.approvals.push_back(approval);
                             self.bell = true;
+                            self.urgent = true;
                             self.transcript.scroll_to_bottom();
                         } else {
                             client::answer_permission(&connection, approval.id, None, None);
@@ -83,6 +84,8 @@ impl App {
                 self.last_update_was_user = true;
             }
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
+                // The answer's first text is shown at once; the rest at the frame rate.
+                self.urgent |= !self.transcript.answer_in_progress();
                 self.transcript.push_answer(&chunk_text(&chunk.content))
             }
             acp::SessionUpdate::AgentThoughtChunk(chunk) => {
