@@ -492,3 +492,69 @@ async fn a_child_gets_the_mcp_servers_its_parents_client_gave() {
     assert!(child_second.contains("Echo: from the child"), "{child_second}");
     assert!(body_text(&requests[3]).contains("the child echoed"));
 }
+
+/// A parent whose `task` call starts a child that answers very slowly.
+fn slow_child() -> Script {
+    Script::new([
+        Step::tool_call("task", json!({"description": "slow", "prompt": "take your time"})),
+        Step::text("a slow answer that never finishes, in many small pieces")
+            .with_fault(Fault::SlowChunks { delay_ms: 15_000 }),
+        Step::text("unused"),
+    ])
+}
+
+/// The children of `parent` that have records, by id.
+fn children_of(test: &DaemonTest, parent: &str) -> Vec<String> {
+    // A record being created may have no header yet.
+    test.env
+        .records()
+        .iter()
+        .filter_map(|path| read_lines(path).into_iter().next())
+        .filter(|header| header["parent_id"] == parent)
+        .filter_map(|header| header["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn ended_cancelled(test: &DaemonTest, child: &str) -> bool {
+    test.record_items(child)
+        .iter()
+        .any(|i| i["type"] == "turn_completed" && i["stop_reason"] == "cancelled")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_parent_while_its_subagent_is_starting_cancels_the_subagent() {
+    let test = DaemonTest::new(slow_child());
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    let turn = client.prompt(&parent, "wait for the subagent");
+    // The task call is announced as it starts; the daemon is still starting the child
+    // (a worker process, its session, its prompt) when the cancel comes.
+    client.wait_update(&parent, "tool_call").await;
+    client.connection.notify("session/cancel", json!({"sessionId": parent})).await.unwrap();
+    let answer = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "cancelled");
+    // The daemon went on starting the child; the parent cancelled it once it existed.
+    eventually("the subagent's record", || children_of(&test, &parent).len() == 1).await;
+    let child = children_of(&test, &parent).remove(0);
+    eventually("the subagent's turn to end cancelled", || ended_cancelled(&test, &child)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_whose_worker_crashes_has_its_running_subagents_cancelled() {
+    let test = DaemonTest::new(slow_child());
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    let _turn = client.prompt(&parent, "wait for the subagent");
+    let child = loop {
+        let update = client.wait_update(&parent, "tool_call_update").await;
+        if let Some(child) = update["_meta"]["kestrel"]["childSessionId"].as_str() {
+            break child.to_string();
+        }
+    };
+    eventually("the subagent's model request", || test.env.requests().len() >= 2).await;
+    let pid = test.wait_worker_pid(&parent, None);
+    daemon_support::kill(pid as u32, libc::SIGKILL);
+    eventually("the subagent's turn to end cancelled", || ended_cancelled(&test, &child)).await;
+}

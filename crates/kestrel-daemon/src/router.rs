@@ -186,11 +186,27 @@ impl Router {
         if notification.method == "session/cancel" {
             permission::cancel_all(&session).await;
         }
-        let worker = session.state().worker.clone();
-        if let Some(worker) = worker
-            && session.phase() == Phase::Live
-        {
-            let _ = worker.notify(&notification.method, notification.params).await;
+        relay_to_worker(&session, &notification.method, notification.params).await;
+    }
+
+    /// The worker of `parent_id` crashed: the children it started would run their turns
+    /// with nobody following them, so their turns are cancelled (each child's worker
+    /// then cancels its own children).
+    pub(crate) fn cancel_children(&self, parent_id: &str) {
+        let Ok(summaries) = SessionIndex::list(&self.settings.home) else { return };
+        let children = summaries
+            .iter()
+            .filter(|summary| summary.parent_id.as_ref().is_some_and(|p| p.as_str() == parent_id))
+            .filter_map(|summary| {
+                Some((summary.id.to_string(), self.session(summary.id.as_str())?))
+            });
+        for (child_id, child) in children {
+            self.log
+                .line(format!("cancelling child session {child_id}: its parent's worker stopped"));
+            tokio::spawn(async move {
+                permission::cancel_all(&child).await;
+                relay_to_worker(&child, "session/cancel", json!({"sessionId": child_id})).await;
+            });
         }
     }
 
@@ -436,6 +452,16 @@ impl Router {
         while !lock(&self.sessions).is_empty() && Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// Sends a notification to `session`'s worker, if it has a live one.
+async fn relay_to_worker(session: &LiveSession, method: &str, params: Value) {
+    let worker = session.state().worker.clone();
+    if let Some(worker) = worker
+        && session.phase() == Phase::Live
+    {
+        let _ = worker.notify(method, params).await;
     }
 }
 

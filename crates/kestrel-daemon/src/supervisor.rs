@@ -478,6 +478,9 @@ fn on_exit(
     reason: String,
 ) -> Outcome {
     let phase = session.phase();
+    if !session.state().closing && matches!(phase, Phase::Live | Phase::Restarting) {
+        router.cancel_children(session.id().unwrap_or_default());
+    }
     let mut state = session.state();
     state.worker = None;
     state.permissions.clear();

@@ -13,7 +13,9 @@ use futures_util::future::BoxFuture;
 use kestrel_protocol::jsonrpc::{Connection, RpcError};
 use kestrel_protocol::{SessionId, acp};
 use kestrel_store::KestrelHome;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Starts children through the worker's client.
@@ -43,17 +45,23 @@ impl ClientHost {
             mcp_servers: self.mcp_servers.clone(),
         };
         let params = serde_json::to_value(params).map_err(|error| error.to_string())?;
-        let asked = self.connection.request(acp::kestrel::SESSION_SPAWN, params);
-        let response = match tokio::time::timeout(START_TIMEOUT, asked).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(error)) if error.code == RpcError::METHOD_NOT_FOUND => {
+        let connection = self.connection.clone();
+        let mut asked =
+            tokio::spawn(
+                async move { connection.request(acp::kestrel::SESSION_SPAWN, params).await },
+            );
+        let response = match tokio::time::timeout(START_TIMEOUT, &mut asked).await {
+            Ok(Ok(Ok(response))) => response,
+            Ok(Err(error)) => return Err(format!("the spawn request was lost: {error}")),
+            Ok(Ok(Err(error))) if error.code == RpcError::METHOD_NOT_FOUND => {
                 return Err(format!(
                     "this session's client does not start subagents ({} is not supported)",
                     acp::kestrel::SESSION_SPAWN
                 ));
             }
-            Ok(Err(error)) => return Err(error.message),
+            Ok(Ok(Err(error))) => return Err(error.message),
             Err(_) => {
+                cancel_when_started(self.connection.clone(), asked);
                 return Err(format!(
                     "the daemon did not start it within {} s",
                     START_TIMEOUT.as_secs()
@@ -66,6 +74,23 @@ impl ClientHost {
         let record = ChildRecord::locate(&self.home, &id)?;
         Ok(Box::new(ClientChild { id, connection: self.connection.clone(), record }))
     }
+}
+
+/// How long an abandoned spawn is still waited for, to cancel the child it starts.
+const LATE_START_WAIT: Duration = Duration::from_secs(600);
+
+/// A spawn given up on may still start its child (the daemon goes on and prompts it);
+/// nobody would follow that child, so it is cancelled as soon as its id comes.
+fn cancel_when_started(connection: Connection, asked: JoinHandle<Result<Value, RpcError>>) {
+    tokio::spawn(async move {
+        let Ok(Ok(Ok(response))) = tokio::time::timeout(LATE_START_WAIT, asked).await else {
+            return;
+        };
+        if let Some(id) = response.get("sessionId").and_then(Value::as_str) {
+            let params = json!({"sessionId": id});
+            let _ = connection.notify(acp::AGENT_METHOD_NAMES.session_cancel, params).await;
+        }
+    });
 }
 
 impl SubagentHost for ClientHost {

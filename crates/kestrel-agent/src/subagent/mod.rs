@@ -143,10 +143,15 @@ pub(crate) async fn run_task(
         Err(message) => return (ToolOutput::error(message), None),
     };
     let mode = request.mode;
-    let child = tokio::select! {
-        child = host.spawn(request) => child,
-        () = cancel.cancelled() => Err("the turn was cancelled before the subagent started".into()),
-    };
+    if cancel.is_cancelled() {
+        let message = "the turn was cancelled before the subagent started";
+        return (ToolOutput::error(message), None);
+    }
+    // Not raced against the cancel: a host may start the child whether or not its
+    // answer is awaited (the daemon prompts it, then answers), and a child nobody
+    // follows would run its whole turn. So the start is awaited (hosts bound it) and a
+    // child started after a cancel is cancelled at once by `finish` below.
+    let child = host.spawn(request).await;
     let child = match child {
         Ok(child) => child,
         Err(message) => {
