@@ -523,3 +523,65 @@ fn servers_whose_names_clash_are_reported_and_both_keep_their_tools() {
     let tools = offered_tools(&env.requests()[2]);
     assert!(tools.contains(&dotted) && tools.contains(&underscored), "{tools:?}");
 }
+
+/// A stdio MCP server whose `picture` tool returns an image of the type its `type`
+/// argument names (an SVG for `image/svg+xml`, else a 1×1 PNG's bytes).
+const PICTURE_SERVER: &str = r#"
+const readline = require("readline");
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+readline.createInterface({input: process.stdin}).on("line", (line) => {
+  const message = JSON.parse(line);
+  if (message.id === undefined) return;
+  const reply = (result) => send({jsonrpc: "2.0", id: message.id, result});
+  switch (message.method) {
+    case "initialize":
+      return reply({protocolVersion: message.params.protocolVersion,
+                    capabilities: {tools: {}}, serverInfo: {name: "pictures", version: "1"}});
+    case "tools/list":
+      return reply({tools: [{name: "picture", description: "a picture",
+                             inputSchema: {type: "object"}, annotations: {readOnlyHint: true}}]});
+    case "tools/call":
+      const type = message.params.arguments.type;
+      const data = type === "image/svg+xml" ? Buffer.from("<svg/>").toString("base64") : PNG;
+      return reply({content: [{type: "image", mimeType: type, data}]});
+    default:
+      send({jsonrpc: "2.0", id: message.id, error: {code: -32601, message: "no"}});
+  }
+});
+"#;
+
+#[test]
+fn an_mcp_image_of_a_type_the_provider_refuses_becomes_a_note_and_the_session_goes_on() {
+    let env = TestEnv::new(
+        Wire::Anthropic,
+        Script::new([
+            Step::tool_calls(vec![
+                kestrel_testkit::ScriptedToolCall::new(
+                    "mcp__pictures__picture",
+                    json!({"type": "image/svg+xml"}),
+                ),
+                kestrel_testkit::ScriptedToolCall::new(
+                    "mcp__pictures__picture",
+                    json!({"type": "image/jpg"}),
+                ),
+                kestrel_testkit::ScriptedToolCall::new(
+                    "mcp__pictures__picture",
+                    json!({"type": "image/png"}),
+                ),
+            ]),
+            Step::text("One picture came through."),
+        ]),
+    );
+    vision_catalog(&env);
+    let script = env.home.path().join("pictures.js");
+    std::fs::write(&script, PICTURE_SERVER).unwrap();
+    with_servers(&env, &[server_table("pictures", "node", &[&script.display().to_string()], "")]);
+    let output = env.kestrel(&["exec", "show me the pictures"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = body_text(&model_requests(&env)[1]);
+    assert!(second.contains("image/svg+xml, not shown: "), "{second}");
+    assert!(second.contains("\\\"image/jpg\\\" is not an image type models take"), "{second}");
+    assert!(second.contains("iVBORw0KGgo"), "the PNG is sent: {second}");
+    assert_eq!(second.matches(r#""type":"image""#).count(), 1, "{second}");
+}

@@ -23,9 +23,7 @@ const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 const BINARY_PROBE: usize = 8 * 1024;
 /// Up to this size the total line count is cheap enough to report.
 const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
-/// The largest image returned: its base64 stays within Anthropic's 5 MB per image (the
-/// strictest of the providers).
-pub const MAX_IMAGE_BYTES: u64 = 3_750_000;
+use crate::image::{MAX_IMAGE_BYTES, sniff};
 
 /// The `read_file` tool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -167,18 +165,7 @@ fn image_type(file: &mut File) -> io::Result<Option<&'static str>> {
         }
     }
     file.rewind()?;
-    let head = &head[..filled];
-    let media_type = if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if head.len() == 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    };
+    let media_type = sniff(&head[..filled]);
     Ok(media_type)
 }
 

@@ -4,7 +4,7 @@
 //! `isError` as `is_error`. Text is bounded like a command's output.
 
 use crate::output::HeadTail;
-use crate::{ToolImage, ToolOutput};
+use crate::{ToolImage, ToolOutput, checked_image};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -37,13 +37,7 @@ pub(crate) fn tool_output(result: Value) -> ToolOutput {
         let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or_default();
         match field("type") {
             "text" => texts.push(field("text").to_string()),
-            "image" => {
-                texts.push(format!("[image: {}]", field("mimeType")));
-                images.push(ToolImage {
-                    media_type: field("mimeType").to_string(),
-                    data: field("data").to_string(),
-                });
-            }
+            "image" => image(field("mimeType"), field("data"), None, &mut texts, &mut images),
             "audio" => texts.push(format!(
                 "[audio: {}, {} bytes of base64 not shown]",
                 field("mimeType"),
@@ -56,11 +50,7 @@ pub(crate) fn tool_output(result: Value) -> ToolOutput {
                 match (part("text"), part("blob"), part("mimeType")) {
                     (Some(text), _, _) => texts.push(format!("[resource: {uri}]\n{text}")),
                     (None, Some(blob), Some(mime)) if mime.starts_with("image/") => {
-                        texts.push(format!("[image: {mime}, resource {uri}]"));
-                        images.push(ToolImage {
-                            media_type: mime.to_string(),
-                            data: blob.to_string(),
-                        });
+                        image(mime, blob, Some(uri), &mut texts, &mut images);
                     }
                     (None, Some(blob), _) => texts.push(format!(
                         "[resource: {uri}, {} bytes of base64 not shown]",
@@ -99,6 +89,26 @@ pub(crate) fn tool_output(result: Value) -> ToolOutput {
     ToolOutput { content: bounded.render(), is_error, images, ..ToolOutput::default() }
 }
 
+/// An image block: its placeholder, and the image when a provider would take it (an
+/// image it refuses would stay in the history and fail every later request), else a
+/// note saying why it is not shown.
+fn image(
+    mime: &str,
+    data: &str,
+    resource: Option<&str>,
+    texts: &mut Vec<String>,
+    images: &mut Vec<ToolImage>,
+) {
+    let source = resource.map(|uri| format!(", resource {uri}")).unwrap_or_default();
+    match checked_image(mime, data) {
+        Ok(image) => {
+            texts.push(format!("[image: {mime}{source}]"));
+            images.push(image);
+        }
+        Err(why) => texts.push(format!("[image: {mime}{source}, not shown: {why}]")),
+    }
+}
+
 /// True when the text blocks already say everything `structured` does: one of them is
 /// the same JSON, or every value in it appears in the text.
 fn carried_by(texts: &[String], structured: &Value) -> bool {
@@ -131,17 +141,38 @@ mod tests {
         value
     }
 
+    /// A 1×1 PNG, base64.
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+
+    #[test]
+    fn images_a_provider_would_refuse_become_notes() {
+        let output = tool_output(result(json!({"content": [
+            {"type": "image", "data": PNG, "mimeType": "image/svg+xml"},
+            {"type": "image", "data": PNG, "mimeType": "image/jpg"},
+            {"type": "image", "data": "%%", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a.bmp", "blob": PNG, "mimeType": "image/bmp"}},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+        ]})));
+        assert!(output.images.len() == 1 && output.images[0].data == PNG, "{:?}", output.images);
+        let lines: Vec<&str> = output.content.lines().collect();
+        assert!(lines[0].starts_with("[image: image/svg+xml, not shown: "), "{}", lines[0]);
+        assert!(lines[1].contains("image/jpg, not shown: \"image/jpg\" is not an image type"));
+        assert!(lines[2].contains("not shown: the image data is not valid base64"), "{}", lines[2]);
+        assert!(lines[3].starts_with("[image: image/bmp, resource file:///a.bmp, not shown"));
+        assert_eq!(lines[4], "[image: image/png]");
+    }
+
     #[test]
     fn text_and_images_keep_their_order() {
         let output = tool_output(result(json!({"content": [
             {"type": "text", "text": "before"},
-            {"type": "image", "data": "iVBORw0K", "mimeType": "image/png"},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
             {"type": "text", "text": "after"},
         ]})));
         assert_eq!(output.content, "before\n[image: image/png]\nafter");
         assert_eq!(
             output.images,
-            vec![ToolImage { media_type: "image/png".into(), data: "iVBORw0K".into() }]
+            vec![ToolImage { media_type: "image/png".into(), data: PNG.into() }]
         );
         assert!(!output.is_error);
     }
@@ -188,7 +219,7 @@ mod tests {
         let output = tool_output(result(json!({"content": [
             {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "hello", "mimeType": "text/plain"}},
             {"type": "resource", "resource": {"uri": "file:///a.bin", "blob": "AAAA"}},
-            {"type": "resource", "resource": {"uri": "file:///a.png", "blob": "iVBO", "mimeType": "image/png"}},
+            {"type": "resource", "resource": {"uri": "file:///a.png", "blob": PNG, "mimeType": "image/png"}},
             {"type": "audio", "data": "UklGR", "mimeType": "audio/wav"},
             {"type": "resource_link", "uri": "test://static/1", "name": "Resource 1", "description": "a link"},
         ]})));
