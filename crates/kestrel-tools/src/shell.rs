@@ -15,7 +15,7 @@
 
 use crate::arguments::{self, optional_u64};
 use crate::output::{DEFAULT_KEEP, HeadTail};
-use crate::permission::analyze;
+use crate::permission::{analyze, shell_workdir};
 use crate::workspace::normalize;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
 use kestrel_platform::{Sandbox, SandboxPolicy, SandboxUnavailable, process};
@@ -190,16 +190,17 @@ impl Tool for ShellTool {
                 Some(0) => return ToolOutput::error("timeout_ms must be at least 1"),
                 Some(ms) => ms.min(MAX_TIMEOUT_MS),
             };
-            let workdir = match &arguments.workdir {
-                None => context.cwd.clone(),
-                Some(dir) => context.resolve(dir),
+            // The directory the permission policy judged: symlinks resolved once, here too.
+            let workdir = match shell_workdir(&context.cwd, arguments.workdir.as_deref()) {
+                Ok(dir) if dir.is_dir() => dir,
+                Ok(_) | Err(_) => {
+                    let named = context.resolve(arguments.workdir.as_deref().unwrap_or("."));
+                    return ToolOutput::error(format!(
+                        "workdir {} is not an existing directory",
+                        paths::display(context, &named)
+                    ));
+                }
             };
-            if !workdir.is_dir() {
-                return ToolOutput::error(format!(
-                    "workdir {} is not an existing directory",
-                    paths::display(context, &workdir)
-                ));
-            }
             let command = match self.command(&arguments.command, &workdir, context) {
                 Ok(command) => command,
                 Err(output) => return output,

@@ -296,7 +296,7 @@ fn git_in_a_repository_with_a_hook_that_reading_commands_fire_is_not_read_only()
 
 #[test]
 fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
-    let policy = policy_with(&["git diff", "make", "LC_ALL=C make", "A=1"], &[]);
+    let policy = policy_with(&["git diff", "make", "LC_ALL=C make test", "A=1"], &[]);
     assert_eq!(
         assess(&policy, Mode::Ask, "git diff HEAD"),
         Assessment::Allow { run_as: Mode::Ask }
@@ -318,7 +318,7 @@ fn an_assignment_prefix_is_not_covered_by_a_rule_without_it() {
     }
     // A rule that names the assignment covers it.
     assert_eq!(
-        assess(&policy, Mode::Ask, "LC_ALL=C make -j4"),
+        assess(&policy, Mode::Ask, "LC_ALL=C make test -j4"),
         Assessment::Allow { run_as: Mode::Ask }
     );
 }

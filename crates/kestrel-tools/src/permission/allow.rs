@@ -6,7 +6,7 @@
 //! lock, and replaced atomically. Only the user's file is written: a project's
 //! `.kestrel/config.toml` may not grant permissions at all.
 
-use super::analysis::matches_prefix;
+use super::analysis::matches_rule;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 /// One thing the user allowed for good.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AllowRule {
-    /// Commands whose first words are these ("cargo test" allows `cargo test --release`).
+    /// A tool and its subcommand ("cargo test" allows `cargo test --release`,
+    /// "npm run build" allows `npm run build -- --watch`), or else exactly this command
+    /// ("touch notes.txt" allows nothing more).
     CommandPrefix(String),
     /// Writes to this file, or to anything beneath this directory (absolute).
     Path(PathBuf),
@@ -26,7 +28,13 @@ impl AllowRule {
     /// For people: "commands starting with `cargo test`".
     pub fn describe(&self) -> String {
         match self {
-            AllowRule::CommandPrefix(prefix) => format!("commands starting with `{prefix}`"),
+            AllowRule::CommandPrefix(prefix) => {
+                if matches_rule(&words(prefix), false, prefix) {
+                    format!("commands starting with `{prefix}`")
+                } else {
+                    format!("the command `{prefix}`")
+                }
+            }
             AllowRule::Path(path) => format!("writes to {}", path.display()),
             AllowRule::Tool(name) => format!("every call of `{name}`"),
         }
@@ -82,10 +90,11 @@ impl AllowList {
         &self.rules
     }
 
-    /// Whether a command whose leading literal words are `leading` is allowed.
-    pub fn allows_command(&self, leading: &[String]) -> bool {
+    /// Whether a command whose leading literal words are `leading` is allowed;
+    /// `complete` when they are all its words (none is computed).
+    pub fn allows_command(&self, leading: &[String], complete: bool) -> bool {
         self.rules.iter().any(|rule| match rule {
-            AllowRule::CommandPrefix(prefix) => matches_prefix(leading, prefix),
+            AllowRule::CommandPrefix(prefix) => matches_rule(leading, complete, prefix),
             AllowRule::Path(_) | AllowRule::Tool(_) => false,
         })
     }
@@ -102,6 +111,10 @@ impl AllowList {
     pub fn allows_tool(&self, tool: &str) -> bool {
         self.rules.iter().any(|rule| matches!(rule, AllowRule::Tool(name) if name == tool))
     }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
 }
 
 /// Why rules could not be saved.
@@ -273,10 +286,9 @@ mod tests {
     #[test]
     fn prefixes_match_whole_words_only() {
         let list = AllowList::from_config(&["cargo  test".into()], &[]);
-        let words = |text: &str| text.split(' ').map(String::from).collect::<Vec<_>>();
-        assert!(list.allows_command(&words("cargo test --release")));
-        assert!(!list.allows_command(&words("cargo testing")));
-        assert!(!list.allows_command(&words("cargo")));
-        assert!(!AllowList::from_config(&["".into()], &[]).allows_command(&words("rm")));
+        assert!(list.allows_command(&words("cargo test --release"), true));
+        assert!(!list.allows_command(&words("cargo testing"), true));
+        assert!(!list.allows_command(&words("cargo"), true));
+        assert!(!AllowList::from_config(&["".into()], &[]).allows_command(&words("rm"), true));
     }
 }

@@ -3,7 +3,7 @@
 //! and each redirection that writes a file. No concern at all means the whole line is
 //! read-only. A line the parser cannot follow is one concern: it is not known safe.
 
-use super::command::{self, RedirectKind, SimpleCommand, Word};
+use super::command::{self, RedirectKind, SimpleCommand, Word, is_name};
 use super::read_only;
 use crate::workspace::normalize;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,8 @@ const HARMLESS_ASSIGNMENTS: [&str; 7] =
     ["LC_ALL", "LANG", "LANGUAGE", "TZ", "NO_COLOR", "COLUMNS", "TERM"];
 
 /// Options of a shell that leave its `-c SCRIPT` to be judged as written.
-const SHELL_FLAGS: &str = "clexuvnfBCEhHmPpTabr";
+/// Not `-a` (allexport: every variable set later is exported, `GIT_*` for git).
+const SHELL_FLAGS: &str = "clexuvnfBCEhHmPpTbr";
 
 /// How deep `bash -c 'bash -c ...'` is followed.
 const MAX_NESTED_SHELLS: usize = 4;
@@ -34,6 +35,9 @@ pub enum Concern {
         /// Its leading literal words (up to the first computed one): what allow rules
         /// are matched against.
         leading: Vec<String>,
+        /// Whether `leading` is the whole command (no word is computed): only then can
+        /// a rule for the exact command cover it.
+        complete: bool,
         /// The rule that would allow it ("cargo test"), when its first words are literal.
         prefix: Option<String>,
         reason: String,
@@ -80,7 +84,12 @@ impl CommandAnalysis {
 /// against it, and against every directory a `cd` in the line may have moved to).
 pub fn analyze(line: &str, dir: &Path) -> CommandAnalysis {
     let mut concerns = Vec::new();
-    let mut location = Location { dirs: vec![dir.to_path_buf()], unknown: false };
+    let mut location = Location {
+        dirs: vec![dir.to_path_buf()],
+        unknown: false,
+        git_env: false,
+        path_changed: false,
+    };
     analyze_into(line, &mut location, 0, &mut concerns);
     CommandAnalysis { concerns }
 }
@@ -92,11 +101,62 @@ pub fn analyze(line: &str, dir: &Path) -> CommandAnalysis {
 struct Location {
     dirs: Vec<PathBuf>,
     unknown: bool,
+    /// An earlier command may have set or exported `GIT_*` (git then reads other config,
+    /// another repository...).
+    git_env: bool,
+    /// An earlier command may have changed `PATH`: a later command name may run anything.
+    path_changed: bool,
 }
+
+/// Builtins that set, export or read into variables by the names in their arguments.
+const SETS_VARIABLES: [&str; 14] = [
+    "export",
+    "declare",
+    "typeset",
+    "local",
+    "readonly",
+    "read",
+    "mapfile",
+    "readarray",
+    "getopts",
+    "printf",
+    "unset",
+    "let",
+    "eval",
+    "source",
+];
 
 impl Location {
     fn places(&self) -> Option<&[PathBuf]> {
         (!self.unknown).then_some(self.dirs.as_slice())
+    }
+
+    /// Notes which variables that change what later commands do `command` may set:
+    /// `GIT_*`, `PATH`, `CDPATH` by a plain assignment or a builtin that names them (or
+    /// names a computed variable).
+    fn note_variables(&mut self, command: &SimpleCommand, words: &[Word]) {
+        let mut names: Vec<(&str, bool)> = Vec::new();
+        if words.is_empty() {
+            names.extend(command.assignments.iter().map(|(name, _)| (name.as_str(), true)));
+        }
+        let setter = words.first().is_some_and(|name| {
+            !name.literal || SETS_VARIABLES.contains(&name.text.as_str()) || name.text == "."
+        });
+        if setter {
+            names.extend(words[1..].iter().map(|word| (word.text.as_str(), word.literal)));
+        }
+        for (name, literal) in names {
+            let all = !literal;
+            if all || name.contains("GIT_") {
+                self.git_env = true;
+            }
+            if all || name.contains("PATH") {
+                self.path_changed = true;
+            }
+            if all || name.contains("CDPATH") {
+                self.unknown = true;
+            }
+        }
     }
 
     /// Follows `cd`/`pushd`/`popd` (other commands leave the location as it is).
@@ -220,11 +280,19 @@ fn judge_command(
     }
     let harmful_assignment =
         command.assignments.iter().find(|(name, _)| !HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
+    let program = words.first().filter(|word| word.literal).map(|word| word.text.as_str());
     let reason = match harmful_assignment {
         Some((name, _)) if words.is_empty() => {
             Some(format!("it sets the shell variable {name}, which later commands may use"))
         }
         Some((name, _)) => Some(format!("it runs with {name} changed")),
+        None if location.path_changed && !words.is_empty() => {
+            Some("an earlier command in the line may change PATH, so what it runs is not known".into())
+        }
+        None if location.git_env && program.is_some_and(|name| name.ends_with("git")) => Some(
+            "an earlier command in the line may set GIT_* variables, which change what git reads and runs"
+                .into(),
+        ),
         None => read_only::judge(words, location.places()),
     };
     if let Some(reason) = reason {
@@ -241,6 +309,7 @@ fn judge_command(
         // Allow rules match the command as written, assignments included: `git diff`
         // does not cover `GIT_EXTERNAL_DIFF=x git diff`, a rule naming the assignment does.
         let mut leading = Vec::new();
+        let mut complete = words.iter().all(|word| word.literal);
         for (name, value) in &command.assignments {
             if !value.literal {
                 break;
@@ -253,10 +322,12 @@ fn judge_command(
         } else {
             // A computed assignment: no rule can say what the command runs with.
             leading.clear();
+            complete = false;
         }
         let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
-        concerns.push(Concern::Command { text: shown, leading, prefix, reason });
+        concerns.push(Concern::Command { text: shown, leading, complete, prefix, reason });
     }
+    location.note_variables(command, words);
     location.follow(words);
 }
 
@@ -443,9 +514,28 @@ fn words_text(words: &[Word]) -> String {
     words.iter().map(|word| word.text.as_str()).collect::<Vec<_>>().join(" ")
 }
 
-/// Whether a command's leading literal words start with the rule `prefix`.
-pub(crate) fn matches_prefix(leading: &[String], prefix: &str) -> bool {
-    let mut words = leading.iter();
-    let mut parts = prefix.split_whitespace().peekable();
-    parts.peek().is_some() && parts.all(|part| words.next().is_some_and(|word| word == part))
+/// Whether the rule `rule` covers a command whose leading literal words are `leading`
+/// (`complete`: they are all its words). A rule naming a tool and its subcommand
+/// (`cargo test`, `npm run build`) covers that subcommand with any further arguments;
+/// any other rule covers exactly the command it names (`touch once.txt` does not cover
+/// `touch once.txt /elsewhere`).
+pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bool {
+    let parts: Vec<&str> = rule.split_whitespace().collect();
+    // `LC_ALL=C cargo test`: the assignments, then the tool.
+    let assigned = parts
+        .iter()
+        .take_while(|part| part.split_once('=').is_some_and(|(name, _)| is_name(name)))
+        .count();
+    let command = &parts[assigned..];
+    let Some(first) = command.first() else { return false };
+    let program = first.rsplit('/').next().unwrap_or(first);
+    let by_prefix = MULTI_COMMAND.contains(&program)
+        && match command.len() {
+            2 => !RUNNING_SUBCOMMANDS.contains(&command[1]),
+            3 => RUNNING_SUBCOMMANDS.contains(&command[1]),
+            _ => false,
+        };
+    let starts =
+        leading.len() >= parts.len() && leading.iter().zip(&parts).all(|(word, part)| word == part);
+    if by_prefix { starts } else { starts && complete && leading.len() == parts.len() }
 }

@@ -57,6 +57,10 @@ impl fmt::Display for ParseError {
     }
 }
 
+/// Why a backslash-newline inside a word is refused.
+const CONTINUATION: &str =
+    "a line continuation (backslash-newline) inside a word, which bash joins before reading it";
+
 /// Deeper nesting than this is refused rather than parsed.
 const MAX_DEPTH: usize = 32;
 
@@ -131,7 +135,16 @@ impl Parser {
         loop {
             match self.peek() {
                 Some(' ' | '\t') => self.pos += 1,
-                Some('\\') if self.peek_at(1) == Some('\n') => self.pos += 2,
+                // bash removes a backslash-newline before it splits words, which joins
+                // what is on either side (`$\` + `(cmd)` is `$(cmd)`). After a blank
+                // nothing joins; elsewhere the word or operator that continues is refused.
+                Some('\\')
+                    if self.peek_at(1) == Some('\n')
+                        && (self.pos == 0
+                            || matches!(self.chars[self.pos - 1], ' ' | '\t' | '\n')) =>
+                {
+                    self.pos += 2
+                }
                 _ => break,
             }
         }
@@ -406,6 +419,13 @@ impl Parser {
             other => other,
         };
         if let Some(strip_tabs) = heredoc {
+            // bash takes the delimiter without expanding it (`$'E\x4fF'` is not `EOF`
+            // to it, nor `$X` empty): spellings whose text differs are refused.
+            if raw.contains(['$', '`']) {
+                return error(format!(
+                    "the heredoc delimiter `{raw}` (bash does not expand `$` or backquotes there)"
+                ));
+            }
             self.heredocs.push(PendingHeredoc {
                 delimiter: target.text.clone(),
                 quoted,
@@ -433,7 +453,7 @@ impl Parser {
                 '<' | '>' => break,
                 '\\' => {
                     match self.peek_at(1) {
-                        Some('\n') => {}
+                        Some('\n') => return error(CONTINUATION),
                         Some(next) => text.push(next),
                         None => return error("a trailing backslash"),
                     }
@@ -458,12 +478,12 @@ impl Parser {
                     }
                 }
                 '$' => {
-                    if !self.dollar(&mut text)? {
+                    if !self.dollar(&mut text, false)? {
                         literal = false;
                     }
                 }
                 '`' => {
-                    self.backtick()?;
+                    self.backtick(false)?;
                     literal = false;
                 }
                 '*' | '?' | '[' | '{' | '}' | '~' if !(c == '~' && self.pos > start) => {
@@ -509,7 +529,7 @@ impl Parser {
                 Some('\\') => {
                     match self.peek_at(1) {
                         Some(next @ ('$' | '`' | '"' | '\\')) => text.push(next),
-                        Some('\n') => {}
+                        Some('\n') => return error(CONTINUATION),
                         Some(next) => {
                             text.push('\\');
                             text.push(next);
@@ -518,9 +538,9 @@ impl Parser {
                     }
                     self.pos += 2;
                 }
-                Some('$') => literal &= self.dollar(text)?,
+                Some('$') => literal &= self.dollar(text, true)?,
                 Some('`') => {
-                    self.backtick()?;
+                    self.backtick(true)?;
                     literal = false;
                 }
                 Some(c) => {
@@ -531,10 +551,17 @@ impl Parser {
         }
     }
 
-    /// `$...` at the cursor. Returns whether the result is literal (a lone `$`, `$'...'`
-    /// without escapes).
-    fn dollar(&mut self, text: &mut String) -> Result<bool, ParseError> {
+    /// `$...` at the cursor, `in_double` inside `"..."`. Returns whether the result is
+    /// literal (a lone `$`, `$'...'` without escapes).
+    fn dollar(&mut self, text: &mut String, in_double: bool) -> Result<bool, ParseError> {
         match self.peek_at(1) {
+            // Inside "..." there is no `$'...'` nor `$"..."`: the `$` is a plain character
+            // and the quote is the string's own.
+            Some('\'' | '"') if in_double => {
+                text.push('$');
+                self.pos += 1;
+                Ok(true)
+            }
             Some('(') if self.peek_at(2) == Some('(') => {
                 self.pos += 3;
                 let start = self.pos;
@@ -640,15 +667,19 @@ impl Parser {
         error(format!("a `{open}` is never closed"))
     }
 
-    /// `` `...` ``: the inside is unescaped and parsed as a script of its own.
-    fn backtick(&mut self) -> Result<(), ParseError> {
+    /// `` `...` ``: the inside is unescaped and parsed as a script of its own. Inside
+    /// `"..."` (`in_double`) bash also turns `\"` into `"`.
+    fn backtick(&mut self, in_double: bool) -> Result<(), ParseError> {
         self.pos += 1;
         let mut inner = String::new();
         loop {
             match self.peek() {
                 None => return error("an unclosed backquote"),
                 Some('`') => break,
-                Some('\\') if matches!(self.peek_at(1), Some('`' | '\\' | '$')) => {
+                Some('\\')
+                    if matches!(self.peek_at(1), Some('`' | '\\' | '$'))
+                        || (in_double && self.peek_at(1) == Some('"')) =>
+                {
                     if let Some(next) = self.peek_at(1) {
                         inner.push(next);
                     }
@@ -691,8 +722,8 @@ fn simple_parameter(inner: &str) -> bool {
     if operation.is_empty() {
         return true;
     }
-    const OPERATORS: [&str; 13] =
-        [":-", ":+", ":=", ":?", "-", "+", "=", "?", "%", "#", "/", "^", ","];
+    // Not `=`/`:=`: they assign (`${GIT_DIR=x}`), and `set -a` exports what they set.
+    const OPERATORS: [&str; 11] = [":-", ":+", ":?", "-", "+", "?", "%", "#", "/", "^", ","];
     OPERATORS.iter().any(|operator| operation.starts_with(operator))
         && !operation.contains(['$', '`', '(', '@', '!'])
 }

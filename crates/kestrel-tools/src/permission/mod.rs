@@ -27,7 +27,7 @@ pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
 
 use crate::apply_patch::{FileOperation, parse_patch};
-use crate::workspace::{guarded_place, normalize};
+use crate::workspace::{guarded_place, normalize, resolve_existing};
 use kestrel_platform::Sandbox;
 use kestrel_protocol::Mode;
 use serde_json::Value;
@@ -147,9 +147,17 @@ impl PermissionPolicy {
         let Some(command) = arguments.get("command").and_then(Value::as_str) else {
             return Assessment::Allow { run_as: mode };
         };
-        let dir = match arguments.get("workdir").and_then(Value::as_str) {
-            Some(dir) => normalize(&self.cwd.join(dir)),
-            None => self.cwd.clone(),
+        let workdir = arguments.get("workdir").and_then(Value::as_str);
+        let dir = match shell_workdir(&self.cwd, workdir) {
+            Ok(dir) => dir,
+            Err(error) => {
+                return Assessment::Deny {
+                    reason: format!(
+                        "not run: workdir {} is not an existing directory ({error})",
+                        workdir.unwrap_or(".")
+                    ),
+                };
+            }
         };
         let unsandboxed = match (&self.sandbox, mode) {
             (SandboxStatus::Available { .. }, Mode::Auto) => {
@@ -190,10 +198,27 @@ impl PermissionPolicy {
     /// Whether the allow rules cover every concern.
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
         analysis.concerns.iter().all(|concern| match concern {
-            Concern::Command { leading, .. } => self.allowed.allows_command(leading),
-            Concern::Write { path: Some(path), .. } => self.allowed.allows_path(path),
+            Concern::Command { leading, complete, .. } => {
+                self.allowed.allows_command(leading, *complete)
+            }
+            Concern::Write { path: Some(path), .. } => self.write_covered(path),
             Concern::Write { path: None, .. } | Concern::Unparsed { .. } => false,
         })
+    }
+
+    /// Whether a rule covers writing `path`. Judged where the write lands (symlinks
+    /// followed): a rule for `docs` does not cover `docs/x -> ../.git/config`. A place
+    /// guarded even from the sandbox (`.git`, `.kestrel`...) is covered only by a rule
+    /// for exactly that file.
+    fn write_covered(&self, path: &Path) -> bool {
+        let real = resolve_existing(path);
+        if guarded_place(&self.cwd, path).is_some() {
+            return self.allowed.rules().contains(&AllowRule::Path(real));
+        }
+        self.allowed
+            .rules()
+            .iter()
+            .any(|rule| matches!(rule, AllowRule::Path(allowed) if real.starts_with(resolve_existing(allowed))))
     }
 
     /// The rules that would cover every concern; empty when some cannot be covered.
@@ -204,7 +229,7 @@ impl PermissionPolicy {
                 Concern::Command { prefix: Some(prefix), .. } => {
                     AllowRule::CommandPrefix(prefix.clone())
                 }
-                Concern::Write { path: Some(path), .. } => AllowRule::Path(path.clone()),
+                Concern::Write { path: Some(path), .. } => AllowRule::Path(resolve_existing(path)),
                 Concern::Command { prefix: None, .. }
                 | Concern::Write { path: None, .. }
                 | Concern::Unparsed { .. } => return Vec::new(),
@@ -233,11 +258,16 @@ impl PermissionPolicy {
         // `link/../f` lands wherever `link` points: no rule can say it is covered.
         let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
         // Arguments the tool will refuse change nothing: let it say what is wrong.
-        if paths.is_empty() || (lexical && paths.iter().all(|path| self.allowed.allows_path(path)))
-        {
+        if paths.is_empty() || (lexical && paths.iter().all(|path| self.write_covered(path))) {
             return Assessment::Allow { run_as: mode };
         }
-        let shown: Vec<String> = paths.iter().map(|path| self.show(path)).collect();
+        let shown: Vec<String> = paths
+            .iter()
+            .map(|path| match guarded_place(&self.cwd, path) {
+                Some(why) => format!("{} ({why})", self.show(path)),
+                None => self.show(path),
+            })
+            .collect();
         let verb = match tool {
             "write_file" => "write",
             "edit_file" => "edit",
@@ -246,7 +276,7 @@ impl PermissionPolicy {
         Assessment::Ask {
             summary: format!("{verb} {}", shown.join(", ")),
             always: if lexical {
-                paths.into_iter().map(AllowRule::Path).collect()
+                paths.iter().map(|path| AllowRule::Path(resolve_existing(path))).collect()
             } else {
                 Vec::new()
             },
@@ -257,7 +287,7 @@ impl PermissionPolicy {
     fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
         let guarded: Vec<(PathBuf, &str)> = written_paths(tool, arguments, &self.cwd)
             .into_iter()
-            .filter(|path| !self.allowed.allows_path(path))
+            .filter(|path| !self.write_covered(path))
             .filter_map(|path| guarded_place(&self.cwd, &path).map(|why| (path, why)))
             .collect();
         if guarded.is_empty() {
@@ -267,7 +297,10 @@ impl PermissionPolicy {
             guarded.iter().map(|(path, why)| format!("{} ({why})", self.show(path))).collect();
         Assessment::Ask {
             summary: format!("write {}", shown.join(", ")),
-            always: guarded.into_iter().map(|(path, _)| AllowRule::Path(path)).collect(),
+            always: guarded
+                .into_iter()
+                .map(|(path, _)| AllowRule::Path(resolve_existing(&path)))
+                .collect(),
             run_as: Mode::Auto,
         }
     }
@@ -278,6 +311,21 @@ impl PermissionPolicy {
             Err(_) => path.display().to_string(),
         }
     }
+}
+
+/// The directory a `shell` call runs in: `cwd`, or its `workdir` argument resolved
+/// against `cwd` with symlinks followed (`link/..` is the parent of where `link`
+/// points, as the OS resolves it). The policy judges and the tool runs in this same
+/// directory.
+///
+/// Fails when `workdir` does not name an existing directory.
+pub fn shell_workdir(cwd: &Path, workdir: Option<&str>) -> std::io::Result<PathBuf> {
+    let Some(dir) = workdir else { return Ok(cwd.to_path_buf()) };
+    let real = cwd.join(dir).canonicalize()?;
+    if !real.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
+    }
+    Ok(real)
 }
 
 /// The files a call of a file tool would write (absolute, normalised): `path` of

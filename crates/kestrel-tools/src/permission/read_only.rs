@@ -430,6 +430,11 @@ fn xxd(args: &[&str]) -> Verdict {
     let mut operands = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
+        // After `--` every word is an operand (`xxd -- -name out` writes `out`).
+        if *arg == "--" {
+            operands.extend(iter.by_ref().copied());
+            break;
+        }
         if VALUED.contains(arg) {
             iter.next();
         } else if !arg.starts_with('-') || *arg == "-" {
@@ -553,17 +558,18 @@ fn find(args: &[&str]) -> Verdict {
 
 /// `set -e`, `set -o pipefail`...: options only, never positional parameters, and not
 /// `-k`/`-o keyword`, after which a `NAME=value` anywhere in a command's arguments is an
-/// environment assignment (`git diff GIT_EXTERNAL_DIFF=./x` would run `./x`).
+/// environment assignment (`git diff GIT_EXTERNAL_DIFF=./x` would run `./x`), nor
+/// `-a`/`-o allexport`, which exports every variable set later (`GIT_*` for git).
 fn set(args: &[&str]) -> Verdict {
     let mut after_o = false;
     for arg in args {
         if after_o {
             after_o = false;
-            if *arg == "keyword" {
+            if matches!(*arg, "keyword" | "allexport") {
                 return writes("set -o", arg);
             }
         } else if let Some(flags) = arg.strip_prefix('-') {
-            if flags.contains('k') {
+            if flags.contains(['k', 'a']) {
                 return writes("set", arg);
             }
             after_o = flags.ends_with('o');
@@ -603,8 +609,14 @@ fn sed(args: &[&str]) -> Verdict {
             scripts.push(script);
         } else if *arg == "-f" {
             return writes("sed", arg);
+        } else if *arg == "--" {
+            // Every word after it is an operand: the first one the script, if none yet.
+            if first_operand.is_none() {
+                first_operand = iter.next().copied();
+            }
+            break;
         } else if let Some(bundle) = arg.strip_prefix('-') {
-            if bundle.is_empty() || *arg == "--" {
+            if bundle.is_empty() {
                 continue;
             }
             // Long options only by their full, harmless names: GNU sed takes prefixes
