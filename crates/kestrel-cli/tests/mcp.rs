@@ -585,3 +585,65 @@ fn an_mcp_image_of_a_type_the_provider_refuses_becomes_a_note_and_the_session_go
     assert!(second.contains("iVBORw0KGgo"), "the PNG is sent: {second}");
     assert_eq!(second.matches(r#""type":"image""#).count(), 1, "{second}");
 }
+
+/// A loopback "MCP server" that answers every HTTP request with `status` and a body
+/// that never ends (until the client hangs up). Returns its URL.
+fn endless_http_server(status: &str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let status = status.to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let status = status.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                let start = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                );
+                if stream.write_all(start.as_bytes()).is_err() {
+                    return;
+                }
+                let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, " ".repeat(64 * 1024));
+                // Bounded only so that a client that never hangs up cannot keep it forever.
+                for _ in 0..(1 << 16) {
+                    if stream.write_all(chunk.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn an_http_server_that_sends_without_end_is_refused_at_the_message_limit() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_calls(vec![
+                kestrel_testkit::ScriptedToolCall::new("mcp__endless__x", json!({})),
+                kestrel_testkit::ScriptedToolCall::new("mcp__failing__x", json!({})),
+            ]),
+            Step::text("Carried on."),
+        ]),
+    );
+    let endless = endless_http_server("200 OK");
+    let failing = endless_http_server("500 Internal Server Error");
+    let tables = [
+        format!("\n[mcp_servers.endless]\nurl = {}\n", json!(endless)),
+        format!("\n[mcp_servers.failing]\nurl = {}\n", json!(failing)),
+    ];
+    with_servers(&env, &tables);
+    let output = env.kestrel(&["exec", "call them"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("sent a message larger than 16777216 bytes"), "{err}");
+    assert!(err.contains("answered HTTP 500 Internal Server Error"), "{err}");
+}

@@ -20,6 +20,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The largest SSE event or JSON body accepted from a server.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of an error answer read, for the start shown in the error.
+const ERROR_PREVIEW_BYTES: usize = 4 * 1024;
 /// How long the closing DELETE may take.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -145,7 +147,9 @@ async fn receive(response: reqwest::Response, client: &Client, url: &str) -> Res
         return Ok(());
     }
     if !status.is_success() {
-        let body = response.text().await.unwrap_or_default();
+        // Only the start is shown: an error page is read no further than that.
+        let body = read_body(response, ERROR_PREVIEW_BYTES).await.unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
         let start: String = body.chars().take(300).collect();
         let hint = if status == reqwest::StatusCode::NOT_FOUND {
             " (the server no longer knows this session)"
@@ -163,12 +167,29 @@ async fn receive(response: reqwest::Response, client: &Client, url: &str) -> Res
     if content_type.starts_with("text/event-stream") {
         return read_events(response, client).await;
     }
-    let body = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
-    if body.len() > MAX_MESSAGE_BYTES {
-        return Err(format!("{url} sent a message larger than {MAX_MESSAGE_BYTES} bytes"));
-    }
+    let body = match read_body(response, MAX_MESSAGE_BYTES).await {
+        Ok(body) if body.len() > MAX_MESSAGE_BYTES => {
+            return Err(format!("{url} sent a message larger than {MAX_MESSAGE_BYTES} bytes"));
+        }
+        Ok(body) => body,
+        Err(error) => return Err(format!("{url}: {error}")),
+    };
     let text = String::from_utf8_lossy(&body);
     client.dispatch_text(text.trim()).await
+}
+
+/// The body read in chunks, stopping once it holds more than `limit` bytes (so a
+/// server cannot make the client buffer without bound; the caller sees the excess).
+async fn read_body(response: reqwest::Response, limit: usize) -> Result<Vec<u8>, reqwest::Error> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > limit {
+            break;
+        }
+    }
+    Ok(body)
 }
 
 /// An SSE stream: each event's `data` is one message. Ends with the stream.
