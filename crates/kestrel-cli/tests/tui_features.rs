@@ -309,6 +309,17 @@ fn a_16_colour_terminal_gets_highlighting_in_its_16_colours() {
 }
 
 #[test]
+fn a_truecolor_terminal_gets_highlighting_in_rgb() {
+    let mut test = TuiTest::new(Script::new([Step::text(CODE_ANSWER)]));
+    let mut command = test.command(&[]);
+    command.env("COLORTERM", "truecolor");
+    test.pty = Some(kestrel_testkit::Pty::spawn(&command, 30, 100).unwrap());
+    test.wait("─────");
+    test.send("code please");
+    wait_for_keyword_colour(&test, |colour| matches!(colour, vt100::Color::Rgb(..)));
+}
+
+#[test]
 fn page_up_scrolls_back_and_esc_follows_again() {
     let long: String = (1..=60).map(|n| format!("line {n}\n\n")).collect();
     let mut test = TuiTest::new(Script::new([Step::text(&long)]));

@@ -173,3 +173,20 @@ fn a_panic_in_a_background_task_restores_the_terminal_and_exits() {
         assert!(!screen.bracketed_paste(), "bracketed paste is off");
     });
 }
+
+#[test]
+fn sighup_restores_the_terminal_and_exits_129() {
+    let test = TuiTest::new(Script::new([]));
+    let pty = Pty::spawn(&test.in_shell(&[]), ROWS, COLS).unwrap();
+    pty.wait_for_text("● daemon ready", WAIT).unwrap();
+    let kestrel = tui_support::children(pty.pid().unwrap());
+    assert_eq!(kestrel.len(), 1, "sh runs kestrel: {kestrel:?}");
+    tui_support::signal(kestrel[0], libc::SIGHUP);
+    pty.wait_for_text("exit=129", WAIT).unwrap();
+    let screen = pty.wait_until("stty's report", WAIT, |text| text.contains("icanon")).unwrap();
+    assert!(!screen.contains("-icanon") && !screen.contains("-echo"), "cooked mode: {screen}");
+    pty.with_screen(|screen| {
+        assert!(!screen.alternate_screen(), "back on the main screen");
+        assert!(!screen.hide_cursor(), "the cursor is visible");
+    });
+}
