@@ -2,11 +2,12 @@
 //! `replace_all` is set; a CRLF file keeps its CRLF line endings.
 
 use crate::arguments::{self, optional_bool};
-use crate::workspace::{self, Access};
+use crate::workspace::{self, Access, Place};
 use crate::{FileChange, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, diff, paths};
 use serde::Deserialize;
 use serde_json::json;
 use std::io;
+use std::path::Path;
 
 /// Match positions listed in the error for an ambiguous `old_string`.
 const LISTED_MATCHES: usize = 10;
@@ -74,15 +75,34 @@ impl Tool for EditFileTool {
                     "old_string and new_string are the same, so the edit would change nothing",
                 );
             }
-            if let Ok(metadata) = tokio::fs::metadata(&path).await
-                && !metadata.is_file()
-                && !metadata.is_dir()
+            let scope = workspace::write_scope(context).map(Path::to_path_buf);
+            let edit = Edit {
+                old: &arguments.old_string,
+                new: &arguments.new_string,
+                replace_all: arguments.replace_all.unwrap_or(false),
+            };
+            let target = path.clone();
+            let place = match tokio::task::spawn_blocking(move || {
+                Place::open(scope.as_deref(), &target, false, &mut Vec::new())
+            })
+            .await
             {
-                return ToolOutput::error(format!("{shown} is not a regular file"));
-            }
-            let bytes = match tokio::fs::read(&path).await {
-                Ok(bytes) => bytes,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                Ok(Ok(place)) => place,
+                Ok(Err(error)) if error.kind() == io::ErrorKind::NotFound => {
+                    return ToolOutput::error(format!(
+                        "{shown} does not exist; use write_file to create a file"
+                    ));
+                }
+                Ok(Err(error)) => {
+                    return ToolOutput::error(format!("cannot edit {shown}: {error}"));
+                }
+                Err(error) => {
+                    return ToolOutput::error(format!("edit_file stopped unexpectedly: {error}"));
+                }
+            };
+            let content = match place.read() {
+                Ok(Some(content)) => content,
+                Ok(None) => {
                     return ToolOutput::error(format!(
                         "{shown} does not exist; use write_file to create a file"
                     ));
@@ -90,23 +110,21 @@ impl Tool for EditFileTool {
                 Err(error) if error.kind() == io::ErrorKind::IsADirectory => {
                     return ToolOutput::error(format!("{shown} is a directory, not a file"));
                 }
+                Err(error) if error.kind() == io::ErrorKind::InvalidInput => {
+                    return ToolOutput::error(format!("{shown} is not a regular file"));
+                }
                 Err(error) => return ToolOutput::error(format!("cannot read {shown}: {error}")),
             };
-            let Ok(text) = String::from_utf8(bytes) else {
+            let Ok(text) = String::from_utf8(content.bytes) else {
                 return ToolOutput::error(format!(
                     "{shown} is not UTF-8 text; edit_file only edits text files"
                 ));
-            };
-            let edit = Edit {
-                old: &arguments.old_string,
-                new: &arguments.new_string,
-                replace_all: arguments.replace_all.unwrap_or(false),
             };
             let (updated, report) = match edit.apply(&text, &shown) {
                 Ok(result) => result,
                 Err(message) => return ToolOutput::error(message),
             };
-            if let Err(error) = tokio::fs::write(&path, updated.as_bytes()).await {
+            if let Err(error) = place.replace(updated.as_bytes(), Some(content.mode)) {
                 return ToolOutput::error(format!("cannot write {shown}: {error}"));
             }
             let diff = diff::unified(&shown, Some(&text), &updated);

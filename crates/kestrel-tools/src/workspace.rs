@@ -1,5 +1,11 @@
 //! Workspace confinement for the file tools (ARCHITECTURE §6): outside `yolo`, a path
-//! must resolve — symlinks followed — to a place inside the workspace.
+//! must resolve — symlinks followed — to a place inside the workspace. The check
+//! names the place; the write itself goes through [`Place`], which has the kernel keep
+//! it beneath the workspace even if the path changes in between.
+
+mod beneath;
+
+pub(crate) use beneath::Place;
 
 use crate::ToolContext;
 use kestrel_protocol::Mode;
@@ -45,6 +51,15 @@ pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<Path
             workspace.display(),
             context.mode
         ))
+    }
+}
+
+/// The directory writes of this session must stay beneath: the workspace, or `None`
+/// in `yolo` (writes go anywhere).
+pub(crate) fn write_scope(context: &ToolContext) -> Option<&Path> {
+    match context.mode {
+        Mode::Yolo => None,
+        Mode::ReadOnly | Mode::Ask | Mode::Auto => Some(&context.workspace),
     }
 }
 

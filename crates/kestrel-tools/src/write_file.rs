@@ -2,11 +2,12 @@
 //! and reports the change as a unified diff.
 
 use crate::arguments;
-use crate::workspace::{self, Access};
+use crate::workspace::{self, Access, Place};
 use crate::{FileChange, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, diff, paths};
 use serde::Deserialize;
 use serde_json::json;
 use std::io;
+use std::path::Path;
 
 /// The `write_file` tool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -54,35 +55,27 @@ impl Tool for WriteFileTool {
                 Err(reason) => return ToolOutput::error(reason),
             };
             let shown = paths::display(context, &path);
-            if let Ok(metadata) = tokio::fs::metadata(&path).await
-                && !metadata.is_file()
-            {
-                let what = if metadata.is_dir() { "a directory" } else { "not a regular file" };
-                return ToolOutput::error(format!(
-                    "{shown} is {what}; write_file needs a file path"
-                ));
-            }
-            let old = match tokio::fs::read(&path).await {
-                Ok(bytes) => Some(bytes),
-                Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-                Err(error) if error.kind() == io::ErrorKind::IsADirectory => {
+            let scope = workspace::write_scope(context).map(Path::to_path_buf);
+            let content = arguments.content.clone();
+            let target = path.clone();
+            let written = tokio::task::spawn_blocking(move || {
+                write(scope.as_deref(), &target, content.as_bytes())
+            })
+            .await;
+            let old = match written {
+                Ok(Ok(done)) => done,
+                Ok(Err(Failure::NotAFile(what))) => {
                     return ToolOutput::error(format!(
-                        "{shown} is a directory; write_file needs a file path"
+                        "{shown} is {what}; write_file needs a file path"
                     ));
                 }
-                Err(error) => return ToolOutput::error(format!("cannot write {shown}: {error}")),
+                Ok(Err(Failure::Io(error))) => {
+                    return ToolOutput::error(format!("cannot write {shown}: {error}"));
+                }
+                Err(error) => {
+                    return ToolOutput::error(format!("write_file stopped unexpectedly: {error}"));
+                }
             };
-            if let Some(parent) = path.parent()
-                && let Err(error) = tokio::fs::create_dir_all(parent).await
-            {
-                return ToolOutput::error(format!(
-                    "cannot create the directory {}: {error}",
-                    paths::display(context, parent)
-                ));
-            }
-            if let Err(error) = tokio::fs::write(&path, arguments.content.as_bytes()).await {
-                return ToolOutput::error(format!("cannot write {shown}: {error}"));
-            }
             let lines = arguments.content.lines().count();
             let verb = if old.is_some() { "Overwrote" } else { "Created" };
             let old_text = old.as_deref().map(String::from_utf8_lossy);
@@ -101,4 +94,29 @@ impl Tool for WriteFileTool {
             output
         })
     }
+}
+
+/// Why a write failed.
+enum Failure {
+    /// The path is a directory or another non-file (`what` says which).
+    NotAFile(&'static str),
+    Io(io::Error),
+}
+
+/// Replaces the file at `path` (beneath `scope`, if any) with `content`, keeping its
+/// permissions. Its old bytes, `None` if it is new.
+fn write(scope: Option<&Path>, path: &Path, content: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
+    let place = Place::open(scope, path, true, &mut Vec::new()).map_err(Failure::Io)?;
+    let old = match place.read() {
+        Ok(old) => old,
+        Err(error) if error.kind() == io::ErrorKind::IsADirectory => {
+            return Err(Failure::NotAFile("a directory"));
+        }
+        Err(error) if error.kind() == io::ErrorKind::InvalidInput => {
+            return Err(Failure::NotAFile("not a regular file"));
+        }
+        Err(error) => return Err(Failure::Io(error)),
+    };
+    place.replace(content, old.as_ref().map(|old| old.mode)).map_err(Failure::Io)?;
+    Ok(old.map(|old| old.bytes))
 }

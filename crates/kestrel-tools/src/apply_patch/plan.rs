@@ -35,6 +35,17 @@ pub fn apply_patch_with(
     PatchPlan::new(&patch, resolve)?.commit()
 }
 
+/// Like [`apply_patch_with`], every write kept beneath `scope` by the kernel (a path
+/// changed into a symlink after `resolve` checked it cannot lead out).
+pub(crate) fn apply_patch_beneath(
+    text: &str,
+    scope: Option<&Path>,
+    resolve: impl FnMut(&str) -> Result<PathBuf, String>,
+) -> Result<PatchSummary, PatchError> {
+    let patch = parse_patch(text)?;
+    PatchPlan::new(&patch, resolve)?.commit_beneath(scope)
+}
+
 /// How a file changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChangeKind {
@@ -165,6 +176,10 @@ impl PatchPlan {
     /// into place. On a failed step the steps before it are undone and
     /// [`PatchError::WriteFailed`] says whether that fully worked.
     pub fn commit(self) -> Result<PatchSummary, PatchError> {
+        self.commit_beneath(None)
+    }
+
+    fn commit_beneath(self, scope: Option<&Path>) -> Result<PatchSummary, PatchError> {
         let summary = self.summary();
         let mut removals = Vec::new();
         let mut writes = Vec::new();
@@ -194,7 +209,7 @@ impl PatchPlan {
             }
         }
         removals.extend(writes);
-        write_all(&removals)?;
+        write_all(scope, &removals)?;
         Ok(summary)
     }
 

@@ -3,10 +3,11 @@
 //! step fails, the steps already done are undone in reverse order.
 
 use super::error::PatchError;
+use crate::workspace::Place;
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One file to write (`content`) or remove (`None`), with what was there before.
 #[derive(Debug)]
@@ -24,21 +25,23 @@ enum Undo<'a> {
     RemoveDirectory(PathBuf),
 }
 
-/// Performs the steps in order; on the first failure undoes the earlier ones.
-pub(crate) fn write_all(steps: &[Write<'_>]) -> Result<(), PatchError> {
+/// Performs the steps in order; on the first failure undoes the earlier ones. With
+/// `scope`, every file and directory is reached through the kernel's confinement to
+/// it (see [`Place`]), undo steps included.
+pub(crate) fn write_all(scope: Option<&Path>, steps: &[Write<'_>]) -> Result<(), PatchError> {
     let mut undo = Vec::new();
     for step in steps {
-        if let Err(source) = perform(step, &mut undo) {
-            let rollback = roll_back(undo);
+        if let Err(source) = perform(scope, step, &mut undo) {
+            let rollback = roll_back(scope, undo);
             return Err(PatchError::WriteFailed { path: step.shown.to_string(), source, rollback });
         }
     }
     Ok(())
 }
 
-fn perform<'a>(step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
+fn perform<'a>(scope: Option<&Path>, step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
     let Some(content) = step.content else {
-        fs::remove_file(step.path)?;
+        Place::open_entry(scope, step.path)?.remove_file()?;
         if let Some(previous) = step.previous {
             undo.push(Undo::Restore {
                 path: step.path.to_path_buf(),
@@ -49,14 +52,12 @@ fn perform<'a>(step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
         return Ok(());
     };
     // Writing through a symlink updates its target instead of replacing the link.
-    let target = match fs::symlink_metadata(step.path) {
-        Ok(metadata) if metadata.file_type().is_symlink() => {
-            fs::canonicalize(step.path).unwrap_or_else(|_| step.path.to_path_buf())
-        }
-        Ok(_) | Err(_) => step.path.to_path_buf(),
-    };
-    create_parents(&target, undo)?;
-    replace_file(&target, content, step.permissions)?;
+    let mut created = Vec::new();
+    let opened = Place::open(scope, step.path, true, &mut created);
+    undo.extend(created.into_iter().map(Undo::RemoveDirectory));
+    let place = opened?;
+    place.replace(content, mode(step.permissions))?;
+    let target = place.path().to_path_buf();
     undo.push(match step.previous {
         Some(previous) => {
             Undo::Restore { path: target, content: previous, permissions: step.permissions }
@@ -66,66 +67,11 @@ fn perform<'a>(step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
     Ok(())
 }
 
-fn create_parents(path: &Path, undo: &mut Vec<Undo<'_>>) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut directory = path.parent();
-    while let Some(dir) = directory
-        && !dir.as_os_str().is_empty()
-        && fs::symlink_metadata(dir).is_err()
-    {
-        missing.push(dir);
-        directory = dir.parent();
-    }
-    for dir in missing.into_iter().rev() {
-        match fs::create_dir(dir) {
-            Ok(()) => undo.push(Undo::RemoveDirectory(dir.to_path_buf())),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
+fn mode(permissions: Option<&fs::Permissions>) -> Option<u32> {
+    permissions.map(|permissions| permissions.mode() & 0o7777)
 }
 
-/// Writes `content` to a fresh temporary file beside `path` and renames it over `path`.
-fn replace_file(
-    path: &Path,
-    content: &[u8],
-    permissions: Option<&fs::Permissions>,
-) -> io::Result<()> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let Some(name) = path.file_name() else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"));
-    };
-    let directory = path.parent().unwrap_or(Path::new("."));
-    loop {
-        let temporary = directory.join(format!(
-            ".{}.{}-{}.kestrel-tmp",
-            name.to_string_lossy(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut file = match fs::OpenOptions::new().write(true).create_new(true).open(&temporary) {
-            Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(error),
-        };
-        let result = file
-            .write_all(content)
-            .and_then(|()| match permissions {
-                Some(permissions) => file.set_permissions(permissions.clone()),
-                None => Ok(()),
-            })
-            .and_then(|()| file.sync_all())
-            .and_then(|()| fs::rename(&temporary, path));
-        if result.is_err() {
-            // Best effort: the temporary file is ours and useless now.
-            let _ = fs::remove_file(&temporary);
-        }
-        return result;
-    }
-}
-
-fn roll_back(undo: Vec<Undo<'_>>) -> String {
+fn roll_back(scope: Option<&Path>, undo: Vec<Undo<'_>>) -> String {
     if undo.is_empty() {
         return "nothing had been changed".to_string();
     }
@@ -133,15 +79,17 @@ fn roll_back(undo: Vec<Undo<'_>>) -> String {
     for step in undo.into_iter().rev() {
         let (path, result) = match step {
             Undo::Restore { path, content, permissions } => {
-                let result = replace_file(&path, content, permissions);
+                let result = Place::open(scope, &path, true, &mut Vec::new())
+                    .and_then(|place| place.replace(content, mode(permissions)));
                 (path, result)
             }
             Undo::Remove(path) => {
-                let result = fs::remove_file(&path);
+                let result = Place::open_entry(scope, &path).and_then(|place| place.remove_file());
                 (path, result)
             }
             Undo::RemoveDirectory(path) => {
-                let result = fs::remove_dir(&path);
+                let result =
+                    Place::open_entry(scope, &path).and_then(|place| place.remove_directory());
                 (path, result)
             }
         };

@@ -1,0 +1,479 @@
+//! Writes the kernel keeps inside the workspace. A checked path may be changed by a
+//! sandboxed command between the check and the write (a directory swapped for a
+//! symlink to elsewhere), so the file tools never write by path: the parent directory
+//! is opened relative to a descriptor of the workspace with `openat2(RESOLVE_BENEATH)`
+//! (or, where the kernel lacks it, one component at a time refusing every symlink),
+//! and the file is read, replaced (temporary file + `renameat`) or removed through
+//! that directory's descriptor. Outside a workspace (`yolo`, the CLI) the same
+//! operations work on an unconfined parent.
+
+use std::ffi::{CString, OsStr};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use super::{normalize, resolve_existing};
+
+/// `struct open_how` of openat2(2) (libc's is `non_exhaustive`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Set once openat2 answered ENOSYS: the component walk is used from then on.
+static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// A file named in a directory held open: every operation goes through the
+/// directory's descriptor, so renaming or relinking the path's ancestors afterwards
+/// cannot redirect it.
+#[derive(Debug)]
+pub(crate) struct Place {
+    directory: OwnedFd,
+    name: CString,
+    /// Where the file is (symlinks resolved when it was opened), for messages and diffs.
+    path: PathBuf,
+}
+
+/// A regular file's bytes and permission bits, as read through a [`Place`].
+#[derive(Debug)]
+pub(crate) struct Content {
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+}
+
+impl Place {
+    /// Opens the directory that will hold `path`. With `workspace`, symlinks of the
+    /// path are followed only while they stay beneath it: otherwise the error says the
+    /// path "resolves outside the workspace". With `create`, missing parent directories
+    /// are made (each one inside the already-confined parent) and pushed to `created`.
+    /// A symlink as the last component is followed once here, so replacing the file
+    /// writes where the link pointed at the time of the check.
+    pub(crate) fn open(
+        workspace: Option<&Path>,
+        path: &Path,
+        create: bool,
+        created: &mut Vec<PathBuf>,
+    ) -> io::Result<Self> {
+        Self::open_resolved(workspace, path, resolve_existing(&normalize(path)), create, created)
+    }
+
+    /// Like [`Place::open`] without creating anything and without following a symlink
+    /// as the last component: for removing the entry itself.
+    pub(crate) fn open_entry(workspace: Option<&Path>, path: &Path) -> io::Result<Self> {
+        let path_normal = normalize(path);
+        let target = match (path_normal.parent(), path_normal.file_name()) {
+            (Some(parent), Some(name)) => resolve_existing(parent).join(name),
+            _ => path_normal.clone(),
+        };
+        Self::open_resolved(workspace, path, target, false, &mut Vec::new())
+    }
+
+    fn open_resolved(
+        workspace: Option<&Path>,
+        path: &Path,
+        target: PathBuf,
+        create: bool,
+        created: &mut Vec<PathBuf>,
+    ) -> io::Result<Self> {
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no file", path.display()),
+            ));
+        };
+        let name = c_name(name)?;
+        let directory = match workspace {
+            None => open_unconfined(parent, create, created)?,
+            Some(workspace) => {
+                let root_path = resolve_existing(&normalize(workspace));
+                let Ok(relative) = parent.strip_prefix(&root_path) else {
+                    return Err(outside(path, &target, &root_path));
+                };
+                let root = open_directory(&root_path)?;
+                open_beneath(&root, &root_path, relative, create, created)
+                    .map_err(|error| explain(error, path, &root_path))?
+            }
+        };
+        Ok(Self { directory, name, path: target })
+    }
+
+    /// Where the file is, symlinks resolved.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's content, `None` when it does not exist. A directory fails with
+    /// `IsADirectory`, anything else that is not a regular file with `InvalidInput`.
+    pub(crate) fn read(&self) -> io::Result<Option<Content>> {
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let fd = match self.openat(&self.name, flags, 0) {
+            Ok(fd) => fd,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "it was replaced by a symlink while the tool ran",
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        let mut file = File::from(fd);
+        let metadata = file.metadata()?;
+        if metadata.is_dir() {
+            return Err(io::Error::from(io::ErrorKind::IsADirectory));
+        }
+        if !metadata.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        Ok(Some(Content { bytes, mode: metadata.permissions().mode() & 0o7777 }))
+    }
+
+    /// Writes `content` to a new temporary file in the same directory and renames it
+    /// over the file, so a reader sees the old or the new file, never half of one.
+    /// `mode`: permission bits to give it (the old file's); `None` for the defaults.
+    pub(crate) fn replace(&self, content: &[u8], mode: Option<u32>) -> io::Result<()> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let base = String::from_utf8_lossy(self.name.as_bytes()).into_owned();
+        loop {
+            let temporary = c_name(OsStr::new(&format!(
+                ".{base}.{}-{}.kestrel-tmp",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            )))?;
+            let flags =
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+            let fd = match self.openat(&temporary, flags, 0o666) {
+                Ok(fd) => fd,
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(error) => return Err(error),
+            };
+            let mut file = File::from(fd);
+            let result = file
+                .write_all(content)
+                .and_then(|()| match mode {
+                    Some(mode) => file.set_permissions(fs::Permissions::from_mode(mode)),
+                    None => Ok(()),
+                })
+                .and_then(|()| file.sync_all())
+                .and_then(|()| self.rename(&temporary));
+            if result.is_err() {
+                // Best effort: the temporary file is ours and useless now.
+                let _ = self.unlink(&temporary, 0);
+            }
+            return result;
+        }
+    }
+
+    /// Removes the file (a symlink itself, not its target).
+    pub(crate) fn remove_file(&self) -> io::Result<()> {
+        self.unlink(&self.name, 0)
+    }
+
+    /// Removes the directory, which must be empty.
+    pub(crate) fn remove_directory(&self) -> io::Result<()> {
+        self.unlink(&self.name, libc::AT_REMOVEDIR)
+    }
+
+    fn openat(
+        &self,
+        name: &CString,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+    ) -> io::Result<OwnedFd> {
+        openat(&self.directory, name, flags, mode)
+    }
+
+    fn rename(&self, from: &CString) -> io::Result<()> {
+        let directory = self.directory.as_raw_fd();
+        // SAFETY: a live descriptor and two NUL-terminated names.
+        let done =
+            unsafe { libc::renameat(directory, from.as_ptr(), directory, self.name.as_ptr()) };
+        if done != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn unlink(&self, name: &CString, flags: libc::c_int) -> io::Result<()> {
+        // SAFETY: a live descriptor and a NUL-terminated name.
+        let done = unsafe { libc::unlinkat(self.directory.as_raw_fd(), name.as_ptr(), flags) };
+        if done != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL character")
+    })
+}
+
+fn outside(path: &Path, target: &Path, workspace: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} resolves outside the workspace {} (to {})",
+            path.display(),
+            workspace.display(),
+            target.display()
+        ),
+    )
+}
+
+/// Turns the kernel's refusals into messages that name the path.
+fn explain(error: io::Error, path: &Path, workspace: &Path) -> io::Error {
+    match error.raw_os_error() {
+        Some(libc::EXDEV) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} resolves outside the workspace {} (a directory on the way is a symlink \
+                 leaving it)",
+                path.display(),
+                workspace.display()
+            ),
+        ),
+        Some(libc::ENOTDIR) => io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("a parent of {} is not a directory", path.display()),
+        ),
+        Some(libc::ELOOP) => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a directory on the way to {} is a symlink, which cannot be followed safely \
+                 on this kernel (no openat2) or loops",
+                path.display()
+            ),
+        ),
+        _ => error,
+    }
+}
+
+/// A directory descriptor (`O_PATH`): usable only as the base of `*at` calls.
+fn open_directory(path: &Path) -> io::Result<OwnedFd> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)?;
+    Ok(OwnedFd::from(file))
+}
+
+fn open_unconfined(parent: &Path, create: bool, created: &mut Vec<PathBuf>) -> io::Result<OwnedFd> {
+    if create {
+        let mut missing = Vec::new();
+        let mut directory = Some(parent);
+        while let Some(dir) = directory
+            && !dir.as_os_str().is_empty()
+            && fs::symlink_metadata(dir).is_err()
+        {
+            missing.push(dir);
+            directory = dir.parent();
+        }
+        for dir in missing.into_iter().rev() {
+            match fs::create_dir(dir) {
+                Ok(()) => created.push(dir.to_path_buf()),
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    open_directory(if parent.as_os_str().is_empty() { Path::new(".") } else { parent })
+}
+
+/// Opens `relative` (a directory path of plain names) beneath `root`, making missing
+/// directories when `create`. Each missing one is made inside its parent's descriptor,
+/// which the kernel already confined, and the walk then resolves again from `root`.
+fn open_beneath(
+    root: &OwnedFd,
+    root_path: &Path,
+    relative: &Path,
+    create: bool,
+    created: &mut Vec<PathBuf>,
+) -> io::Result<OwnedFd> {
+    let mut names = Vec::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(name) => names.push(c_name(name)?),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+        }
+    }
+    if let Ok(whole) = c_name(relative.as_os_str())
+        && !names.is_empty()
+    {
+        match resolve_beneath(root, &whole, &names) {
+            Ok(fd) => return Ok(fd),
+            Err(error) if error.kind() == io::ErrorKind::NotFound && create => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let mut current = root.try_clone()?;
+    let mut prefix = PathBuf::new();
+    for (index, name) in names.iter().enumerate() {
+        prefix.push(OsStr::from_bytes(name.as_bytes()));
+        let whole = c_name(prefix.as_os_str())?;
+        let next = match resolve_beneath(root, &whole, &names[..=index]) {
+            Err(error) if error.kind() == io::ErrorKind::NotFound && create => {
+                // SAFETY: a live descriptor and a NUL-terminated name.
+                let done = unsafe { libc::mkdirat(current.as_raw_fd(), name.as_ptr(), 0o777) };
+                if done == 0 {
+                    created.push(root_path.join(&prefix));
+                } else {
+                    let error = io::Error::last_os_error();
+                    if error.kind() != io::ErrorKind::AlreadyExists {
+                        return Err(error);
+                    }
+                }
+                resolve_beneath(root, &whole, &names[..=index])?
+            }
+            other => other?,
+        };
+        current = next;
+    }
+    Ok(current)
+}
+
+/// The directory `whole` (= `names` joined) beneath `root`: openat2 where the kernel
+/// has it, else the symlink-refusing walk.
+fn resolve_beneath(root: &OwnedFd, whole: &CString, names: &[CString]) -> io::Result<OwnedFd> {
+    if !OPENAT2_MISSING.load(Ordering::Relaxed) {
+        match openat2_beneath(root, whole) {
+            Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => {
+                OPENAT2_MISSING.store(true, Ordering::Relaxed);
+            }
+            result => return result,
+        }
+    }
+    walk_without_symlinks(root, names)
+}
+
+fn openat2_beneath(root: &OwnedFd, relative: &CString) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    loop {
+        // SAFETY: a live descriptor, a NUL-terminated path and an open_how of the size
+        // passed, all outliving the call.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root.as_raw_fd(),
+                relative.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd >= 0 {
+            let fd = libc::c_int::try_from(fd).map_err(io::Error::other)?;
+            // SAFETY: the kernel just returned this descriptor to us alone.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        let error = io::Error::last_os_error();
+        // EAGAIN: a rename raced the lookup; the kernel asks to try again.
+        if error.raw_os_error() != Some(libc::EAGAIN) && error.kind() != io::ErrorKind::Interrupted
+        {
+            return Err(error);
+        }
+    }
+}
+
+/// The fallback: one component at a time with `O_NOFOLLOW`, so no symlink is followed
+/// at all (ELOOP/ENOTDIR for one on the way).
+pub(super) fn walk_without_symlinks(root: &OwnedFd, names: &[CString]) -> io::Result<OwnedFd> {
+    let mut current = root.try_clone()?;
+    for name in names {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        current = match openat(&current, name, flags, 0) {
+            // A symlink opened with O_PATH|O_NOFOLLOW|O_DIRECTORY fails with ENOTDIR;
+            // say what it is.
+            Err(error) if error.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(if is_symlink(&current, name) {
+                    io::Error::from_raw_os_error(libc::ELOOP)
+                } else {
+                    error
+                });
+            }
+            other => other?,
+        };
+    }
+    Ok(current)
+}
+
+fn is_symlink(directory: &OwnedFd, name: &CString) -> bool {
+    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor, a NUL-terminated name and a writable stat.
+    let done = unsafe {
+        libc::fstatat(directory.as_raw_fd(), name.as_ptr(), &mut stat, libc::AT_SYMLINK_NOFOLLOW)
+    };
+    done == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+fn openat(
+    directory: &OwnedFd,
+    name: &CString,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> io::Result<OwnedFd> {
+    // SAFETY: a live descriptor and a NUL-terminated name.
+    let fd = unsafe { libc::openat(directory.as_raw_fd(), name.as_ptr(), flags, mode) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(path: &str) -> Vec<CString> {
+        path.split('/').map(|name| CString::new(name).unwrap()).collect()
+    }
+
+    #[test]
+    fn the_fallback_walk_refuses_every_symlink_and_follows_plain_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("a/out")).unwrap();
+        std::os::unix::fs::symlink("b", dir.path().join("a/in")).unwrap();
+        let root = open_directory(dir.path()).unwrap();
+        assert!(walk_without_symlinks(&root, &names("a/b")).is_ok());
+        for path in ["a/out", "a/in"] {
+            let error = walk_without_symlinks(&root, &names(path)).unwrap_err();
+            assert_eq!(error.raw_os_error(), Some(libc::ELOOP), "{path}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_place_beneath_the_workspace_refuses_a_parent_leaving_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let mut created = Vec::new();
+        let error = Place::open(Some(dir.path()), &dir.path().join("link/f"), true, &mut created)
+            .unwrap_err();
+        assert!(error.to_string().contains("resolves outside the workspace"), "{error}");
+        let place =
+            Place::open(Some(dir.path()), &dir.path().join("new/deep/f"), true, &mut created)
+                .unwrap();
+        place.replace(b"x", None).unwrap();
+        assert_eq!(fs::read(dir.path().join("new/deep/f")).unwrap(), b"x");
+        assert_eq!(created.len(), 2);
+    }
+}

@@ -1,0 +1,142 @@
+//! The file tools against a workspace that changes under them: a sandboxed command
+//! swapping a directory for a symlink to elsewhere between a tool's check and its
+//! write must not get a single write outside the workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use common::{call, context, ok};
+use kestrel_protocol::Mode;
+use serde_json::json;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+const CALLS: usize = 200;
+
+/// Keeps replacing `<workspace>/sub` by a symlink to `inside`, then by one to
+/// `outside`, until stopped.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<usize>>,
+}
+
+impl Swapper {
+    fn start(workspace: &Path, inside: PathBuf, outside: PathBuf) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sub = workspace.join("sub");
+        let staging = workspace.join("sub.next");
+        std::os::unix::fs::symlink(&inside, &sub).unwrap();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !flag.load(Ordering::Relaxed) {
+                for target in [&outside, &inside] {
+                    let _ = fs::remove_file(&staging);
+                    std::os::unix::fs::symlink(target, &staging).unwrap();
+                    fs::rename(&staging, &sub).unwrap();
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        Self { stop, thread: Some(thread) }
+    }
+
+    fn finish(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().map(|thread| thread.join().unwrap()).unwrap_or(0)
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_swapped_in_during_writes_never_lets_a_write_out_of_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("inside");
+    fs::create_dir(&inside).unwrap();
+    fs::write(inside.join("edited.txt"), "x").unwrap();
+    fs::write(outside.path().join("edited.txt"), "x").unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    let swapper = Swapper::start(dir.path(), inside.clone(), outside.path().to_path_buf());
+
+    let (mut written, mut refused) = (0, 0);
+    for index in 0..CALLS {
+        let path = format!("sub/w{index}.txt");
+        let write = call(&ctx, "write_file", json!({"path": path, "content": "w"})).await;
+        let edit = call(
+            &ctx,
+            "edit_file",
+            json!({"path": "sub/edited.txt", "old_string": "x", "new_string": "xy"}),
+        )
+        .await;
+        let patch = format!("*** Begin Patch\n*** Add File: sub/p{index}.txt\n+p\n*** End Patch\n");
+        let patched = call(&ctx, "apply_patch", json!({"patch": patch})).await;
+        for output in [&write, &edit, &patched] {
+            if output.is_error {
+                refused += 1;
+            } else {
+                written += 1;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+
+    assert_eq!(entries(outside.path()), ["edited.txt"], "a write landed outside");
+    assert_eq!(fs::read_to_string(outside.path().join("edited.txt")).unwrap(), "x");
+    assert!(written > 0, "no write got through at all ({refused} refused, {swaps} swaps)");
+    // Whatever got through is inside, and nothing but our files is there.
+    assert!(entries(&inside).iter().all(|name| !name.contains("kestrel-tmp")));
+}
+
+#[tokio::test]
+async fn replacing_a_file_keeps_its_permissions_and_writes_through_an_inside_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("run.sh");
+    fs::write(&script, "echo a\n").unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o751)).unwrap();
+    std::os::unix::fs::symlink("run.sh", dir.path().join("alias.sh")).unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    let output = call(&ctx, "write_file", json!({"path": "alias.sh", "content": "echo b\n"})).await;
+    ok(&output);
+    let output = call(
+        &ctx,
+        "edit_file",
+        json!({"path": "run.sh", "old_string": "echo b", "new_string": "echo c"}),
+    )
+    .await;
+    ok(&output);
+    assert_eq!(fs::read_to_string(&script).unwrap(), "echo c\n");
+    assert_eq!(fs::metadata(&script).unwrap().permissions().mode() & 0o777, 0o751);
+    assert!(fs::symlink_metadata(dir.path().join("alias.sh")).unwrap().file_type().is_symlink());
+    assert_eq!(entries(dir.path()), ["alias.sh", "run.sh"], "no temporary file left behind");
+}
+
+#[tokio::test]
+async fn yolo_still_writes_through_a_symlink_leaving_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+    let ctx = context(dir.path(), Mode::Yolo);
+    let output = call(&ctx, "write_file", json!({"path": "out/f.txt", "content": "x"})).await;
+    ok(&output);
+    assert_eq!(fs::read_to_string(outside.path().join("f.txt")).unwrap(), "x");
+}
