@@ -470,7 +470,11 @@ impl Session {
         ModelRequest {
             model: self.settings.model.clone(),
             system: self.settings.system_prompt.clone(),
-            messages: self.history.messages().to_vec(),
+            messages: if self.settings.profile.accepts_images {
+                self.history.messages().to_vec()
+            } else {
+                without_image_parts(self.history.messages())
+            },
             tools,
             reasoning: self.settings.reasoning,
             // The catalog's limit where known, capped: some APIs count max_tokens against
@@ -595,4 +599,32 @@ fn record_text(prompt: &[ContentPart]) -> String {
 
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Said in place of an image to a model that takes none.
+pub(crate) const NO_IMAGES_NOTE: &str = "(The image was not sent: the model in use does not \
+    take images, according to the model catalog and the provider's `images` setting. \
+    Describe what you need from it in other ways, or switch to a model that takes images.)";
+
+/// The messages with every image part (the user's, or a tool's from when the session
+/// used a model that takes images) replaced by a note: such a model's API refuses the
+/// whole request otherwise, turn after turn.
+fn without_image_parts(messages: &[Message]) -> Vec<Message> {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::User { content } => Message::User {
+                content: content
+                    .iter()
+                    .map(|part| match part {
+                        ContentPart::Image { media_type, .. } => {
+                            ContentPart::Text(format!("[image: {media_type}] {NO_IMAGES_NOTE}"))
+                        }
+                        ContentPart::Text(_) => part.clone(),
+                    })
+                    .collect(),
+            },
+            Message::Assistant { .. } | Message::ToolResult { .. } => message.clone(),
+        })
+        .collect()
 }

@@ -208,8 +208,13 @@ pub fn choose_model(
         kestrel_model::CatalogStore::new(home, kestrel_model::CatalogSettings::from_config(config));
     let mut profile = catalog.session_profile(&resolved.provider, &resolved.model_id);
     // `[providers.NAME] context_window`: what the server really runs with wins.
-    if let Some(tokens) = config.provider(&resolved.provider.name).and_then(|p| p.context_window) {
+    let settings = config.provider(&resolved.provider.name);
+    if let Some(tokens) = settings.as_ref().and_then(|p| p.context_window) {
         profile.context_window = tokens;
+    }
+    // `[providers.NAME] images`: a local vision model the catalog does not know.
+    if let Some(images) = settings.as_ref().and_then(|p| p.images) {
+        profile.accepts_images = images;
     }
     let client = ModelClient::new(resolved.provider, resolved.client_options)?;
     Ok(ModelChoice {

@@ -1,7 +1,9 @@
 //! Images from tools end to end: `read_file` on an image reaches a model that takes
 //! images (catalog `modalities.input` has `image`) as an image block after the tool
 //! results, on every wire, while the record keeps a placeholder; a model that takes no
-//! images gets a note instead, and the request carries no image.
+//! images gets a note instead, and the request carries no image (also for a user's image,
+//! and for earlier images after a switch to such a model); `[providers.NAME] images`
+//! overrides the catalog.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -108,6 +110,9 @@ async fn cancelling_after_a_tool_returned_an_image_leaves_a_session_that_goes_on
                 ScriptedToolCall::new("read_file", json!({"path": "dot.png"})),
                 write("a.txt"),
                 write("b.txt"),
+                // The cancel may reach the worker after it asked about b.txt, never after
+                // it asked about c.txt: this call is left unrun either way.
+                write("c.txt"),
             ]),
             Step::text("still here"),
         ]);
@@ -135,4 +140,76 @@ async fn cancelling_after_a_tool_returned_an_image_leaves_a_session_that_goes_on
         assert!(second.contains("cancelled the turn before this call ran"), "{wire:?}: {second}");
         assert!(second.contains("iVBORw0KGgo"), "{wire:?}: the image is still in the history");
     }
+}
+
+/// Sends a prompt of text and the 1×1 PNG through the daemon and waits for its answer.
+async fn prompt_with_image(client: &daemon_support::AcpClient, session: &str) {
+    let prompt = json!([
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "mimeType": "image/png", "data": PNG_BASE64},
+    ]);
+    let answer = client
+        .request("session/prompt", json!({"sessionId": session, "prompt": prompt}))
+        .await
+        .unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+}
+
+/// [`PNG`], base64.
+const PNG_BASE64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_image_reaches_a_model_that_takes_no_images_as_a_note() {
+    let test = DaemonTest::new(Script::new([Step::text("No picture here.")]));
+    let client = test.client().await;
+    let session = client.new_session(&test.env.work_path()).await;
+    prompt_with_image(&client, &session).await;
+    let first = body_text(&model_requests(&test.env)[0]);
+    assert!(!first.contains("image_url") && !first.contains("iVBORw0KGgo"), "{first}");
+    assert!(first.contains("[image: image/png] (The image was not sent"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_configured_with_images_gets_them_without_a_catalog_entry() {
+    let test = DaemonTest::new(Script::new([Step::text("A dot.")]));
+    let config = std::fs::read_to_string(test.env.home.path().join("config.toml")).unwrap();
+    let config = config.replace("[providers.scripted]\n", "[providers.scripted]\nimages = true\n");
+    test.env.write_config(&config);
+    let client = test.client().await;
+    let session = client.new_session(&test.env.work_path()).await;
+    prompt_with_image(&client, &session).await;
+    let first = body_text(&model_requests(&test.env)[0]);
+    assert!(first.contains("image_url") && first.contains("iVBORw0KGgo"), "{first}");
+}
+
+#[test]
+fn a_provider_images_setting_that_is_not_a_boolean_is_a_clear_config_error() {
+    let env = TestEnv::new(Wire::Chat, Script::new([Step::text("unused")]));
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let config =
+        config.replace("[providers.scripted]\n", "[providers.scripted]\nimages = \"yes\"\n");
+    env.write_config(&config);
+    let output = env.kestrel(&["exec", "hello"]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("images") && err.contains("config.toml"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_a_model_that_takes_no_images_replaces_earlier_images_with_a_note() {
+    let test = DaemonTest::new(Script::new([Step::text("A dot."), Step::text("Still text.")]));
+    cache_catalog(&test.env, VISION_CATALOG);
+    let client = test.client().await;
+    let session = client.new_session(&test.env.work_path()).await;
+    prompt_with_image(&client, &session).await;
+    let first = body_text(&model_requests(&test.env)[0]);
+    assert!(first.contains("iVBORw0KGgo"), "the vision model gets the image: {first}");
+    let params = json!({"sessionId": session, "configId": "model", "value": "scripted/text-only"});
+    client.request("session/set_config_option", params).await.unwrap();
+    let answer = client.prompt(&session, "and now?").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    let second = body_text(&model_requests(&test.env)[1]);
+    assert!(!second.contains("iVBORw0KGgo") && !second.contains("image_url"), "{second}");
+    assert!(second.contains("[image: image/png] (The image was not sent"), "{second}");
 }

@@ -139,6 +139,9 @@ pub struct ProviderSettings {
     /// The context window of every model of this provider, over the catalog's (a local
     /// server started with a smaller context than the model allows).
     pub context_window: Option<u64>,
+    /// Whether every model of this provider takes images, over the catalog (`None`: as
+    /// the catalog says; a model it does not know takes none).
+    pub images: Option<bool>,
 }
 
 /// How to reach an MCP server.
@@ -518,6 +521,7 @@ fn resolve_provider(
         request_max_retries: table.request_max_retries,
         stream_idle_timeout_ms: table.stream_idle_timeout_ms,
         context_window: table.context_window.filter(|tokens| *tokens > 0),
+        images: table.images,
     })
 }
 

@@ -249,6 +249,9 @@ impl Session {
                 Assessment::Deny { reason } => return Err(reason),
                 Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
             };
+        if !self.approver.attended() {
+            return Err(crate::approval::unattended_refusal(&summary, mode));
+        }
         let request = ApprovalRequest {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
@@ -293,11 +296,8 @@ impl Session {
 fn without_images(mut output: ToolOutput) -> ToolOutput {
     if !output.images.is_empty() {
         output.images.clear();
-        output.content.push_str(
-            "\n\n(The image was not sent: the model in use does not take images, according \
-             to the model catalog. Describe what you need from it in other ways, or switch \
-             to a model that takes images.)",
-        );
+        output.content.push_str("\n\n");
+        output.content.push_str(super::NO_IMAGES_NOTE);
     }
     output
 }

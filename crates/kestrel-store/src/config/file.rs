@@ -42,6 +42,7 @@ pub(super) struct ProviderTable {
     pub request_max_retries: Option<u32>,
     pub stream_idle_timeout_ms: Option<u64>,
     pub context_window: Option<u64>,
+    pub images: Option<bool>,
 }
 
 /// `[mcp_servers.NAME]`: either a local server (`command`) or a remote one (`url`).
