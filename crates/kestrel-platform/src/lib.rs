@@ -13,5 +13,6 @@ pub use process::{
     kill_groups_listed_in, mirror_groups_to, shell_command, spawn_group, stop_mirroring_groups,
 };
 pub use sandbox::{
-    SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy, SandboxUnavailable,
+    METADATA_DEPTH, MetadataWatch, SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy,
+    SandboxUnavailable,
 };

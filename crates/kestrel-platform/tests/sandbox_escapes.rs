@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // (The helper role prints its findings for the test that started it.)
 
-use kestrel_platform::{Sandbox, SandboxPolicy, shell_command, spawn_group};
+use kestrel_platform::{MetadataWatch, Sandbox, SandboxPolicy, shell_command, spawn_group};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::path::Path;
 use std::process::Stdio;
@@ -324,6 +324,64 @@ async fn mode_and_times_outside_the_writable_roots_cannot_change() {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(before.mode(), after.mode(), "{name}");
         assert_eq!(before.mtime(), after.mtime(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_nested_repository_two_and_three_levels_down_stays_read_only() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        for repo in ["a/b", "a/b/c"] {
+            std::fs::create_dir_all(workspace.path().join(repo).join(".git")).unwrap();
+            std::fs::write(workspace.path().join(repo).join(".git/config"), "").unwrap();
+        }
+        let script = "for r in a/b a/b/c; do echo '[core] fsmonitor = touch PWNED' >> $r/.git/config \
+                      && echo WROTE-$r; done; echo x > a/b/ok.txt && echo INSIDE-OK";
+        let (_, output) = run(
+            &sandbox,
+            &SandboxPolicy::workspace_write(workspace.path(), false),
+            workspace.path(),
+            script,
+        )
+        .await;
+        assert!(!output.contains("WROTE"), "{name}: {output}");
+        assert!(output.contains("INSIDE-OK"), "{name}: {output}");
+        for repo in ["a/b", "a/b/c"] {
+            let config = workspace.path().join(repo).join(".git/config");
+            assert_eq!(std::fs::read_to_string(config).unwrap(), "", "{name}: {repo}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn git_and_kestrel_metadata_a_command_creates_are_reported_by_the_watch() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        std::fs::create_dir_all(workspace.path().join("x/y")).unwrap();
+        let watch = MetadataWatch::start(workspace.path());
+        let script = "mkdir -p .git .kestrel x/y/.git && echo MADE";
+        let (_, output) = run(
+            &sandbox,
+            &SandboxPolicy::workspace_write(workspace.path(), false),
+            workspace.path(),
+            script,
+        )
+        .await;
+        assert!(output.contains("MADE"), "{name}: {output}");
+        let expected: Vec<_> =
+            [".git", ".kestrel", "x/y/.git"].iter().map(|p| workspace.path().join(p)).collect();
+        assert_eq!(watch.created(), expected, "{name}");
+        // Once there, the next command's policy keeps them read-only.
+        let (_, output) = run(
+            &sandbox,
+            &SandboxPolicy::workspace_write(workspace.path(), false),
+            workspace.path(),
+            "touch .git/config && echo WROTE; touch x/y/.git/config && echo WROTE",
+        )
+        .await;
+        assert!(!output.contains("WROTE"), "{name}: {output}");
     }
 }
 

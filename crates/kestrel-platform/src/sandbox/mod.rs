@@ -13,12 +13,15 @@ mod bubblewrap;
 mod capabilities;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod metadata;
 #[cfg(target_os = "linux")]
 mod mounts;
 #[cfg(target_os = "linux")]
 mod namespace;
 #[cfg(target_os = "linux")]
 mod seccomp;
+
+pub use metadata::{METADATA_DEPTH, MetadataWatch};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -44,27 +47,19 @@ pub struct SandboxPolicy {
     pub network: bool,
 }
 
-/// Entries of a workspace that programs outside the sandbox act on later: git runs
-/// hooks and reads config from `.git`, Kestrel reads `.kestrel/config.toml` (MCP servers).
-const PROTECTED_IN_WORKSPACE: [&str; 2] = [".git", ".kestrel"];
-
 impl SandboxPolicy {
     /// Writable: `workspace` plus [`SandboxPolicy::scratch_paths`]; protected: the
-    /// workspace's `.git` and `.kestrel`, and the `.git` of every repository directly
-    /// inside it (`<workspace>/<dir>/.git`).
+    /// workspace's `.git` and `.kestrel`, and the `.git` of every repository up to
+    /// [`METADATA_DEPTH`] levels inside it. Ones that do not exist yet cannot be
+    /// protected: see [`MetadataWatch`].
     pub fn workspace_write(workspace: &Path, network: bool) -> Self {
         let mut writable = vec![workspace.to_path_buf()];
         writable.extend(Self::scratch_paths());
         let mut protected: Vec<PathBuf> =
-            PROTECTED_IN_WORKSPACE.iter().map(|name| workspace.join(name)).collect();
-        if let Ok(entries) = std::fs::read_dir(workspace) {
-            for entry in entries.flatten() {
-                let nested = entry.path().join(".git");
-                if entry.file_type().is_ok_and(|kind| kind.is_dir())
-                    && std::fs::symlink_metadata(&nested).is_ok()
-                {
-                    protected.push(nested);
-                }
+            metadata::TOP_LEVEL.iter().map(|name| workspace.join(name)).collect();
+        for path in metadata::metadata_entries(workspace) {
+            if !protected.contains(&path) {
+                protected.push(path);
             }
         }
         Self { writable, protected, network }
