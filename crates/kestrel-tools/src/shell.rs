@@ -18,7 +18,7 @@ use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::{analyze, shell_workdir};
 use crate::workspace::normalize;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
-use kestrel_platform::{Sandbox, SandboxPolicy, SandboxUnavailable, process};
+use kestrel_platform::{MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, process};
 use kestrel_protocol::Mode;
 use kestrel_store::KestrelHome;
 use serde::Deserialize;
@@ -211,7 +211,16 @@ impl Tool for ShellTool {
                 limits: self.limits,
                 sandboxed: context.mode == Mode::Auto,
             };
-            run.execute(command, context).await
+            // The sandbox cannot forbid creating .git/.kestrel where none exist: look.
+            let watch = match context.mode {
+                Mode::Auto => watch_metadata(&context.workspace).await,
+                Mode::Yolo | Mode::Ask | Mode::ReadOnly => None,
+            };
+            let mut output = run.execute(command, context).await;
+            if let Some(watch) = watch {
+                warn_of_created_metadata(&mut output, watch, context).await;
+            }
+            output
         })
     }
 }
@@ -422,6 +431,36 @@ impl Run {
         }
         ToolOutput { content: text, is_error, ..ToolOutput::default() }
     }
+}
+
+async fn watch_metadata(workspace: &Path) -> Option<MetadataWatch> {
+    let workspace = workspace.to_path_buf();
+    tokio::task::spawn_blocking(move || MetadataWatch::start(&workspace)).await.ok()
+}
+
+/// Tells the model and the user, in the tool result, about git or Kestrel metadata
+/// the command created: programs outside the sandbox act on it later.
+async fn warn_of_created_metadata(
+    output: &mut ToolOutput,
+    watch: MetadataWatch,
+    context: &ToolContext,
+) {
+    let Ok(created) = tokio::task::spawn_blocking(move || watch.created()).await else {
+        return;
+    };
+    if created.is_empty() {
+        return;
+    }
+    let names: Vec<String> = created.iter().map(|path| paths::display(context, path)).collect();
+    output.content.push_str(&format!(
+        "\nWarning: this command created {}, which did not exist before. The sandbox cannot \
+         prevent that, and what is in it runs outside the sandbox: git runs a repository's \
+         hooks and config (core.fsmonitor, filters, aliases) whenever git is used there, \
+         and Kestrel reads .kestrel/config.toml (MCP servers) at the next start. Tell the \
+         user plainly that it was created and why; they should review it (`git config \
+         --list --show-origin`, the hooks) or delete it before running git there.",
+        names.join(", ")
+    ));
 }
 
 /// "Exit code: N" and whether it is a failure.

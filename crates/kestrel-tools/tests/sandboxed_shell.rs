@@ -180,3 +180,25 @@ async fn in_auto_git_metadata_and_project_config_are_read_only_and_yolo_may_chan
         assert!(hook.exists() && config.exists(), "{name}");
     }
 }
+
+#[tokio::test]
+async fn in_auto_a_command_creating_git_or_kestrel_metadata_is_reported_in_its_result() {
+    for (name, tool) in tools() {
+        let workspace = scratch();
+        let ctx = context(workspace.path(), Mode::Auto, false);
+        let command = "git init -q . && git config core.fsmonitor 'touch PWNED' \
+                       && mkdir -p a/b .kestrel && git init -q a/b && echo DONE";
+        let output = shell(tool.clone(), &ctx, command).await;
+        let content = ok(&output);
+        assert!(content.contains("DONE"), "{name}: {content}");
+        assert!(
+            content.contains("Warning: this command created .git, .kestrel, a/b/.git,"),
+            "{name}: {content}"
+        );
+        assert!(content.contains("runs outside the sandbox"), "{name}: {content}");
+        // Nothing new: no warning. And the new .git is read-only from now on.
+        let output = shell(tool.clone(), &ctx, "git config core.fsmonitor false").await;
+        assert!(!output.content.contains("Warning"), "{name}: {}", output.content);
+        assert!(output.is_error, "{name}: {}", output.content);
+    }
+}
