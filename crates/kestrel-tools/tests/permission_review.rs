@@ -453,3 +453,216 @@ fn always_rules_are_no_broader_than_the_command_needs() {
     assert!(matches!(assess(&policy, Mode::Ask, "python3 y.py"), Assessment::Ask { .. }));
     assert!(matches!(assess(&policy, Mode::Ask, "python3 -c 'x'"), Assessment::Ask { .. }));
 }
+
+// Findings of the second review (issue 3): each line below ran a program while judged
+// read-only, or wrote where no rule allowed.
+
+#[test]
+fn quoting_the_parser_got_wrong_no_longer_hides_a_command() {
+    for line in [
+        // Inside "..." there is no $'...': the `;` ends the command.
+        "echo \"$'\" ; touch X ; echo \"'\"",
+        "echo \"$\\\"\" ; touch X",
+        // A backslash-newline joins `$` and `(`: bash removes it before reading words.
+        "echo \"$\\\n(touch X)\"",
+        "echo $\\\n{x:='$(touch X)'} $\\\n{x@P}",
+        "echo a$\\\n(touch X)",
+        "echo hi >\\\n> X",
+        // In backquotes inside "...", `\"` is a plain quote.
+        "echo \"`echo \\\" ' \\\" ; touch X ; \\\" ' \\\"`\"",
+        // bash does not expand a heredoc delimiter: `$'E\x4fF'` is not `EOF`.
+        "cat <<$'E\\x4fF'\n$(touch X)\nEOF\necho\nEOF",
+        "cat <<$X\n$(touch X)\n\nEOF",
+        "cat <<`x`\nbody\n`x`",
+        // Defaults that assign, and exporting what is assigned.
+        "echo ${X=1}",
+        "echo ${X:=1}",
+        "set -a",
+        "set -o allexport",
+        "set -ea",
+        "bash -a -c 'echo hi'",
+        "set -a; echo ${GIT_CONFIG_COUNT=1} ${GIT_CONFIG_KEY_0=core.fsmonitor} \
+         \"${GIT_CONFIG_VALUE_0=touch X}\" >/dev/null; git status",
+        // `--` makes every later word an operand: `xxd IN OUT` writes OUT.
+        "xxd -- -name out",
+        "xxd -c 8 -- in out",
+        "sed -n -- 'w out' in",
+        "uniq -- a b",
+    ] {
+        assert!(!read_only(line), "read-only: {line:?}");
+    }
+    // What bash reads the same way stays read-only.
+    for line in [
+        "echo \"$\" '$' \"a $ b\"",
+        "echo \"$HOME\" a\\\nb",
+        "ls \\\n  -la \\\n  src",
+        "echo \"`echo hi`\"",
+        "cat <<'EOF'\n$(not run)\nEOF",
+        "cat <<\\EOF\n$(not run)\nEOF",
+        "echo ${X:-default} ${#X} ${X%.rs}",
+        "set -eu -o pipefail",
+        "xxd -c 8 -- in",
+        "sed -n -- 1p in",
+    ] {
+        assert!(read_only(line), "not read-only: {line:?}: {:?}", analyze(line, Path::new("/w")));
+    }
+}
+
+#[test]
+fn git_after_the_line_may_have_set_its_variables_is_not_read_only() {
+    let repo = repository("").unwrap();
+    assert!(analyze("echo hi; git status", repo.path()).is_read_only());
+    for line in [
+        "export GIT_DIR=/elsewhere; git status",
+        "declare -x GIT_CONFIG_COUNT=1; git status",
+        "read GIT_EXTERNAL_DIFF < f; git diff",
+        "GIT_PAGER=./x; git log",
+        "export \"$N=x\"; git status",
+        "export PATH=.:$PATH; ls",
+    ] {
+        let analysis = analyze(line, repo.path());
+        let program = line.rsplit("; ").next().unwrap();
+        assert!(
+            analysis.concerns.iter().any(|concern| matches!(
+                concern,
+                Concern::Command { text, reason, .. }
+                    if text == program && reason.contains("earlier command")
+            )),
+            "{line}: {analysis:?}"
+        );
+    }
+    // CDPATH changed: where a later `cd` goes is not known.
+    let analysis = analyze("CDPATH=/tmp; cd x; echo hi > f", repo.path());
+    assert!(analysis.concerns.contains(&Concern::Write { target: "f".into(), path: None }));
+}
+
+#[test]
+fn the_repository_config_is_read_with_gits_own_grammar() {
+    for config in [
+        // A comment is never continued by a trailing backslash.
+        "[core]\n# note \\\n\tfsmonitor = ./hook\n",
+        // A value ending in an escaped backslash is not continued either.
+        "[core]\n\teditor = \"vi\\\\\"\n\tfsmonitor = ./hook\n",
+        // Several headers on one line, the setting after the last.
+        "[user][core]fsmonitor = ./hook\n",
+    ] {
+        let repo = repository(config).unwrap();
+        let analysis = analyze("git status", repo.path());
+        assert!(
+            matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+                if reason.contains("core.fsmonitor")),
+            "{config}: {analysis:?}"
+        );
+    }
+    // A file git cannot read is not trusted.
+    let broken = repository("[core\n").unwrap();
+    assert!(!analyze("git status", broken.path()).is_read_only());
+}
+
+#[test]
+fn a_rule_for_a_command_covers_that_command_only() {
+    let policy = policy_with(&["touch once.txt", "cargo test", "npm run build", "npm run"], &[]);
+    let allowed = Assessment::Allow { run_as: Mode::Ask };
+    for command in ["touch once.txt", "cargo test --release", "npm run build -- --prod"] {
+        assert_eq!(assess(&policy, Mode::Ask, command), allowed, "{command}");
+    }
+    for command in [
+        "touch once.txt /outside/extra.txt",
+        "touch once.txt $X",
+        "touch once.txt; touch other.txt",
+        "cargo testing",
+        "npm run lint",
+    ] {
+        assert!(matches!(assess(&policy, Mode::Ask, command), Assessment::Ask { .. }), "{command}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn writes_are_judged_where_symlinks_land_and_git_metadata_always_asks() {
+    use std::os::unix::fs::symlink;
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path().canonicalize().unwrap();
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir(work.join("docs")).unwrap();
+    symlink("../.git/config", work.join("docs/settings.ini")).unwrap();
+    let docs = work.join("docs");
+    let policy = PermissionPolicy::new(
+        work.clone(),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::from_config(&[], std::slice::from_ref(&docs)),
+    );
+    let write = |path: &str| json!({ "path": path, "content": "x" }).to_string();
+    let allowed = |mode| Assessment::Allow { run_as: mode };
+    assert_eq!(
+        policy.assess(Mode::Ask, "write_file", &write("docs/a.md"), false),
+        allowed(Mode::Ask)
+    );
+    for mode in [Mode::Ask, Mode::Auto] {
+        let Assessment::Ask { summary, always, .. } =
+            policy.assess(mode, "write_file", &write("docs/settings.ini"), false)
+        else {
+            panic!("{mode:?}: a write through a link into .git must ask")
+        };
+        assert!(summary.contains("git metadata"), "{summary}");
+        // "Always" names the file the write lands in, and only it covers it.
+        assert_eq!(always, [AllowRule::Path(work.join(".git/config"))]);
+        let mut remembered = policy.clone();
+        remembered.remember(&always);
+        assert_eq!(
+            remembered.assess(mode, "write_file", &write("docs/settings.ini"), false),
+            allowed(mode)
+        );
+    }
+    // A rule for a directory does not cover git metadata beneath it either.
+    let broad = PermissionPolicy::new(
+        work.clone(),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::from_config(&[], std::slice::from_ref(&work)),
+    );
+    for mode in [Mode::Ask, Mode::Auto] {
+        let call = write(".git/hooks/pre-commit");
+        assert!(matches!(broad.assess(mode, "write_file", &call, false), Assessment::Ask { .. }));
+    }
+    // The same for a shell redirection in ask mode.
+    let command = json!({ "command": "echo x > docs/settings.ini" }).to_string();
+    assert!(matches!(policy.assess(Mode::Ask, "shell", &command, false), Assessment::Ask { .. }));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_workdir_through_a_symlink_is_judged_where_the_command_runs() {
+    use std::os::unix::fs::symlink;
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path().canonicalize().unwrap();
+    let evil = repository("[core]\n\tfsmonitor = ./hook\n").unwrap();
+    std::fs::create_dir(evil.path().join("sub")).unwrap();
+    symlink(evil.path().join("sub"), work.join("l")).unwrap();
+    let policy = PermissionPolicy::new(
+        work.clone(),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::from_config(&[], &[work.join("notes.txt")]),
+    );
+    let shell = |command: &str, workdir: &str| {
+        json!({ "command": command, "workdir": workdir }).to_string()
+    };
+    let git = policy.assess(Mode::ReadOnly, "shell", &shell("git status", "l/.."), false);
+    assert!(
+        matches!(&git, Assessment::Deny { reason } if reason.contains("core.fsmonitor")),
+        "{git:?}"
+    );
+    // `notes.txt` in `l/..` is the evil repository's, which no rule allows.
+    let echo = policy.assess(Mode::Ask, "shell", &shell("echo hi > notes.txt", "l/.."), false);
+    assert!(matches!(&echo, Assessment::Ask { summary, .. } if summary.contains("notes.txt")));
+    assert_eq!(
+        policy.assess(Mode::Ask, "shell", &shell("echo hi > notes.txt", "."), false),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    // A workdir that does not exist is refused, saying so.
+    let missing = policy.assess(Mode::Ask, "shell", &shell("ls", "nowhere"), false);
+    assert!(
+        matches!(&missing, Assessment::Deny { reason } if reason.contains("not an existing directory")),
+        "{missing:?}"
+    );
+}

@@ -57,9 +57,9 @@ impl fmt::Display for ParseError {
     }
 }
 
-/// Why a backslash-newline inside a word is refused.
+/// Why a backslash-newline after a `$` is refused.
 const CONTINUATION: &str =
-    "a line continuation (backslash-newline) inside a word, which bash joins before reading it";
+    "a line continuation (backslash-newline) after `$`, which bash joins to what follows";
 
 /// Deeper nesting than this is refused rather than parsed.
 const MAX_DEPTH: usize = 32;
@@ -129,6 +129,13 @@ impl Parser {
 
     fn starts_with(&self, text: &str) -> bool {
         text.chars().enumerate().all(|(i, c)| self.peek_at(i) == Some(c))
+    }
+
+    /// Whether the character before the cursor is a `$`: a backslash-newline there
+    /// would join it to what follows (`$\` + `(cmd)` is `$(cmd)`), which the `$` was
+    /// already read without.
+    fn after_dollar(&self) -> bool {
+        self.pos > 0 && self.chars[self.pos - 1] == '$'
     }
 
     fn skip_blanks(&mut self) {
@@ -453,7 +460,8 @@ impl Parser {
                 '<' | '>' => break,
                 '\\' => {
                     match self.peek_at(1) {
-                        Some('\n') => return error(CONTINUATION),
+                        Some('\n') if self.after_dollar() => return error(CONTINUATION),
+                        Some('\n') => {}
                         Some(next) => text.push(next),
                         None => return error("a trailing backslash"),
                     }
@@ -529,7 +537,8 @@ impl Parser {
                 Some('\\') => {
                     match self.peek_at(1) {
                         Some(next @ ('$' | '`' | '"' | '\\')) => text.push(next),
-                        Some('\n') => return error(CONTINUATION),
+                        Some('\n') if self.after_dollar() => return error(CONTINUATION),
+                        Some('\n') => {}
                         Some(next) => {
                             text.push('\\');
                             text.push(next);

@@ -51,17 +51,17 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
     collect_configs(&common.join("modules"), 0, &mut files);
     let mut hooks_path = None;
     for (index, file) in files.into_iter().enumerate() {
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        match std::fs::symlink_metadata(&file) {
+            Ok(_) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
             Err(error) => {
                 return Some(format!("cannot read {} to check it: {error}", file.display()));
             }
-        };
-        let entries = match entries(&text) {
+        }
+        let entries = match entries(&file) {
             Ok(entries) => entries,
-            Err(line) => {
-                return Some(format!("cannot read the line `{line}` of {}", file.display()));
+            Err(reason) => {
+                return Some(format!("cannot read {} to check it: {reason}", file.display()));
             }
         };
         for entry in &entries {
@@ -196,53 +196,50 @@ impl Entry {
     }
 }
 
-/// The entries of a git config text; `Err` with a line that cannot be read. Sections
-/// that can only be risky count even when empty (`[include]` alone).
-fn entries(text: &str) -> Result<Vec<Entry>, String> {
+/// The entries of the git config file `file`, as git itself reads them (`git config
+/// --file F --list -z`: its grammar has continued values, comments, several sections on
+/// one line...), or why they cannot be had. Nothing but the file is read: no system or
+/// global config, no includes, no repository (`git config` runs no hooks or programs).
+fn entries(file: &Path) -> Result<Vec<Entry>, String> {
+    let output = std::process::Command::new("git")
+        .args(["config", "--no-includes", "--list", "-z", "--file"])
+        .arg(file)
+        .current_dir("/")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CEILING_DIRECTORIES", "/")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|error| format!("cannot run git to read it: {error}"))?;
+    if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("git cannot read it: {}", message.trim()));
+    }
+    Ok(parse_list(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The entries of `git config --list -z` output: `section[.subsection].key` and a
+/// newline and the value, each ended by a NUL; a key without `=` has no newline (true).
+fn parse_list(list: &str) -> Vec<Entry> {
     let mut entries = Vec::new();
-    let mut section = String::new();
-    let mut subsection = false;
-    let mut continued = false;
-    for raw in text.lines() {
-        // A value continued on the next line: that line is still the value.
-        let was_continued = continued;
-        continued = raw.trim_end().ends_with('\\');
-        if was_continued {
-            continue;
-        }
-        let mut line = raw.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let Some((inner, after)) = header.split_once(']') else {
-                return Err(line.to_string());
-            };
-            let inner = inner.trim();
-            let name_end = inner.find(|c: char| c.is_whitespace() || c == '"' || c == '.');
-            section = inner[..name_end.unwrap_or(inner.len())].to_ascii_lowercase();
-            subsection = name_end.is_some();
-            // A header alone names the section, as a key-less entry.
-            entries.push(Entry {
-                section: section.clone(),
-                subsection,
-                key: String::new(),
-                value: String::new(),
-            });
-            line = after.trim();
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let (key, value) = match line.split_once('=') {
-            Some((key, value)) => (key.trim(), value.trim()),
-            None => (line, "true"),
+    for item in list.split('\0').filter(|item| !item.is_empty()) {
+        let (name, value) = item.split_once('\n').unwrap_or((item, "true"));
+        let (section, rest) = name.split_once('.').unwrap_or((name, ""));
+        let (subsection, key) = match rest.rsplit_once('.') {
+            Some((_, key)) => (true, key),
+            None => (false, rest),
         };
         entries.push(Entry {
-            section: section.clone(),
+            section: section.to_ascii_lowercase(),
             subsection,
             key: key.to_ascii_lowercase(),
-            value: value.trim_matches('"').to_string(),
+            value: value.to_string(),
         });
     }
-    Ok(entries)
+    entries
 }
 
 #[cfg(test)]
@@ -250,9 +247,12 @@ mod tests {
     use super::*;
 
     fn risky(text: &str) -> Option<String> {
-        match entries(text) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config");
+        std::fs::write(&file, text).unwrap();
+        match entries(&file) {
             Ok(entries) => entries.iter().find_map(Entry::risky),
-            Err(line) => Some(line),
+            Err(reason) => Some(reason),
         }
     }
 
@@ -266,10 +266,15 @@ mod tests {
             "[diff]\nexternal = ./x\n",
             "[filter \"lfs\"]\nsmudge = x\n",
             "[include]\npath = other\n",
-            "[includeIf \"gitdir:/x\"]\n",
+            "[includeIf \"gitdir:/x\"]\npath = other\n",
             "[log]\nshowSignature\n",
             "[CORE]\nSSHCommand = x\n",
             "[core\n",
+            // git does not continue a comment, nor a value ending in an escaped `\\`.
+            "[core]\n# a comment \\\nfsmonitor = ./hook\n",
+            "[core]\neditor = \"a\\\\\"\nfsmonitor = ./hook\n",
+            // Several headers on one line.
+            "[user][core]fsmonitor = x\n",
         ] {
             assert!(risky(text).is_some(), "{text}");
         }
