@@ -270,11 +270,7 @@ impl App {
         let cwd = self.cwd.clone();
         let events = self.events.clone();
         tokio::spawn(async move {
-            let output = tokio::process::Command::new("git")
-                .args(["diff", "--no-color", "--no-ext-diff", "HEAD"])
-                .current_dir(&cwd)
-                .output()
-                .await;
+            let output = diff_command(&cwd).output().await;
             let event = match output {
                 Ok(output) if output.status.success() => {
                     let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -571,4 +567,50 @@ fn nest(
 fn short_date(text: &str) -> String {
     let text = text.replace('T', " ");
     text.chars().take(16).collect()
+}
+
+/// `git diff HEAD` for /diff. It runs unconfined in a repository a sandboxed command
+/// may have created, so nothing of the repository's config that starts programs is
+/// used: no fsmonitor, hooks, external diff or textconv (filters remain: see
+/// docs/permissions.md).
+fn diff_command(cwd: &std::path::Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("git");
+    command
+        .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
+        .args(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "HEAD"])
+        .current_dir(cwd);
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diff_command;
+    use std::process::Command;
+
+    #[tokio::test]
+    async fn the_diff_command_does_not_run_a_repository_s_fsmonitor_or_external_diff() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let status = Command::new("git").args(args).current_dir(dir.path()).status().unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q", "."]);
+        std::fs::write(dir.path().join("f.txt"), "a\n").unwrap();
+        git(&["add", "f.txt"]);
+        git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"]);
+        std::fs::write(dir.path().join("f.txt"), "b\n").unwrap();
+        git(&["config", "core.fsmonitor", "touch FSMONITOR-RAN; false"]);
+        git(&["config", "diff.external", "sh -c 'touch EXTDIFF-RAN'"]);
+        let output = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            diff_command(dir.path()).output(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("-a\n+b"), "{text}");
+        assert!(!dir.path().join("FSMONITOR-RAN").exists());
+        assert!(!dir.path().join("EXTDIFF-RAN").exists());
+    }
 }
