@@ -270,7 +270,8 @@ impl App {
         let cwd = self.cwd.clone();
         let events = self.events.clone();
         tokio::spawn(async move {
-            let output = diff_command(&cwd).output().await;
+            let disabled = repository_filters(&cwd).await;
+            let output = diff_command(&cwd, &disabled).output().await;
             let event = match output {
                 Ok(output) if output.status.success() => {
                     let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -571,24 +572,50 @@ fn short_date(text: &str) -> String {
 
 /// `git diff HEAD` for /diff. It runs unconfined in a repository a sandboxed command
 /// may have created, so nothing of the repository's config that starts programs is
-/// used: no fsmonitor, hooks, external diff or textconv (filters remain: see
-/// docs/permissions.md).
-fn diff_command(cwd: &std::path::Path) -> tokio::process::Command {
+/// used: no fsmonitor, hooks, external diff or textconv, no status run in submodules,
+/// and the filter commands named in `disabled` (config keys) set to nothing.
+fn diff_command(cwd: &std::path::Path, disabled: &[String]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new("git");
     command
         .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
-        .args(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "HEAD"])
-        .current_dir(cwd);
+        .args(["diff", "--no-color", "--no-ext-diff", "--no-textconv"])
+        .args(["--ignore-submodules=dirty", "HEAD"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null());
+    // GIT_CONFIG_KEY_n: no quoting problem with any character a driver name may hold.
+    command.env("GIT_CONFIG_COUNT", disabled.len().to_string());
+    for (index, key) in disabled.iter().enumerate() {
+        command.env(format!("GIT_CONFIG_KEY_{index}"), key);
+        command.env(format!("GIT_CONFIG_VALUE_{index}"), "");
+    }
     command
+}
+
+/// The config keys of every filter command (`filter.<driver>.clean|smudge|process`)
+/// the repository at `cwd` sees; reading config runs nothing. Empty when git fails.
+async fn repository_filters(cwd: &std::path::Path) -> Vec<String> {
+    let output = tokio::process::Command::new("git")
+        .args(["config", "--null", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    let Ok(output) = output else { return Vec::new() };
+    String::from_utf8_lossy(&output.stdout)
+        .split('\0')
+        .filter_map(|entry| entry.split('\n').next())
+        .filter(|key| !key.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::diff_command;
+    use super::{diff_command, repository_filters};
     use std::process::Command;
 
     #[tokio::test]
-    async fn the_diff_command_does_not_run_a_repository_s_fsmonitor_or_external_diff() {
+    async fn the_diff_command_runs_no_fsmonitor_external_diff_or_filter_of_the_repository() {
         let dir = tempfile::tempdir().unwrap();
         let git = |args: &[&str]| {
             let status = Command::new("git").args(args).current_dir(dir.path()).status().unwrap();
@@ -601,16 +628,21 @@ mod tests {
         std::fs::write(dir.path().join("f.txt"), "b\n").unwrap();
         git(&["config", "core.fsmonitor", "touch FSMONITOR-RAN; false"]);
         git(&["config", "diff.external", "sh -c 'touch EXTDIFF-RAN'"]);
-        let output = tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            diff_command(dir.path()).output(),
-        )
+        git(&["config", "filter.x.clean", "touch CLEAN-RAN; cat"]);
+        git(&["config", "filter.x.process", "touch PROCESS-RAN"]);
+        std::fs::write(dir.path().join(".git/info/attributes"), "* filter=x\n").unwrap();
+        let output = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            let disabled = repository_filters(dir.path()).await;
+            diff_command(dir.path(), &disabled).output().await
+        })
         .await
         .unwrap()
         .unwrap();
         let text = String::from_utf8_lossy(&output.stdout);
         assert!(text.contains("-a\n+b"), "{text}");
         assert!(!dir.path().join("FSMONITOR-RAN").exists());
-        assert!(!dir.path().join("EXTDIFF-RAN").exists());
+        for ran in ["EXTDIFF-RAN", "CLEAN-RAN", "PROCESS-RAN"] {
+            assert!(!dir.path().join(ran).exists(), "{ran}");
+        }
     }
 }
