@@ -39,6 +39,30 @@ pub enum ApprovalDecision {
 /// Asks someone.
 pub trait Approver: Send + Sync {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalDecision>;
+
+    /// False when no one can answer: the call is then not run, and no one "denied" it.
+    fn attended(&self) -> bool {
+        true
+    }
+}
+
+/// Why a call that needs approval is not run when no one can answer, with what would
+/// let it run in `mode` (never "choose auto" to a session already in auto).
+pub fn unattended_refusal(summary: &str, mode: kestrel_protocol::Mode) -> String {
+    let other_mode = match mode {
+        kestrel_protocol::Mode::Auto => "or --mode yolo (no checks)",
+        kestrel_protocol::Mode::ReadOnly
+        | kestrel_protocol::Mode::Ask
+        | kestrel_protocol::Mode::Yolo => {
+            "or choose another --mode (auto: writes inside the workspace and sandboxed \
+             commands; yolo: no checks)"
+        }
+    };
+    format!(
+        "not run: {summary} needs approval, and no one is here to approve it: this run is \
+         unattended. Allow it with `[permissions] allow` or `allow_write` in the user's \
+         config.toml {other_mode}"
+    )
 }
 
 /// For hosts with no one to ask (`kestrel exec --mode ask`): refuses at once, saying why,
@@ -50,14 +74,12 @@ impl Approver for Unattended {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalDecision> {
         Box::pin(async move {
             ApprovalDecision::Deny {
-                reason: Some(format!(
-                    "{} needs approval, and no one is here to approve it: this session runs \
-                     unattended. Allow it with `[permissions] allow` in the user's config.toml \
-                     or choose another --mode (auto: writes inside the workspace and sandboxed \
-                     commands; yolo: no checks)",
-                    request.summary
-                )),
+                reason: Some(unattended_refusal(&request.summary, kestrel_protocol::Mode::Ask)),
             }
         })
+    }
+
+    fn attended(&self) -> bool {
+        false
     }
 }

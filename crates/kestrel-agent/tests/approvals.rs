@@ -45,7 +45,7 @@ async fn every_approval_answer_does_what_it_says() {
         shell("touch once.txt"),
         shell("touch once.txt"),
         shell("mkdir -p d && touch d/x"),
-        shell("touch d/x -c"),
+        shell("touch d/x"),
         Step::tool_call("write_file", json!({"path": "notes.txt", "content": "1"})),
         Step::tool_call("write_file", json!({"path": "notes.txt", "content": "2"})),
         Step::text("done"),

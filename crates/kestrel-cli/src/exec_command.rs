@@ -5,6 +5,7 @@ use kestrel_agent::{AgentError, ExecOptions, ExecOutput, Launch, ResumeTarget, r
 use kestrel_model::{ClientOptions, ReasoningEffort, RetryNotice};
 use kestrel_protocol::Mode;
 use kestrel_store::{Config, KestrelHome};
+use kestrel_tools::permission::SandboxStatus;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -140,6 +141,15 @@ fn prepare(
     }
     let prompt = read_prompt(prompt)?;
     let client_options = ClientOptions { ca_bundle: config.ca_bundle.clone(), ..client_options() };
+    // Said once here rather than in every refused command's result.
+    if mode == Mode::Auto
+        && let SandboxStatus::Unavailable { reason } = SandboxStatus::detect(config.sandbox.network)
+    {
+        eprintln!(
+            "kestrel: no sandbox available ({reason}); commands not known to be read-only will \
+             not run, since no one is here to approve running them unsandboxed"
+        );
+    }
     let launch = Launch {
         home,
         max_turns: common.max_turns.or(config.max_turns),

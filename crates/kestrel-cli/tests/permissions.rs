@@ -51,6 +51,10 @@ fn ask_mode_without_anyone_to_ask_denies_at_once_and_runs_read_only_commands() {
     let results = tool_results(&env);
     assert!(results[0].1 && results[0].0.contains("write a.txt needs approval"), "{results:?}");
     assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
+    // No one answered, so no one "denied" it; in ask mode the other modes are named.
+    assert!(results[0].0.starts_with("not run: ") && results[0].0.contains("unattended"));
+    assert!(!results[0].0.contains("the user denied"), "{results:?}");
+    assert!(results[0].0.contains("another --mode (auto:"), "{results:?}");
     assert!(results[1].1 && results[1].0.contains("run `touch b.txt`"), "{results:?}");
     assert!(!results[2].1 && results[2].0.contains("listed"), "{results:?}");
     assert!(!env.work.path().join("a.txt").exists() && !env.work.path().join("b.txt").exists());
@@ -58,15 +62,27 @@ fn ask_mode_without_anyone_to_ask_denies_at_once_and_runs_read_only_commands() {
 
 #[test]
 fn ask_mode_runs_what_the_users_config_allows() {
-    let env = TestEnv::new(Wire::Chat, script(vec![shell("touch allowed.txt"), shell("rm -f x")]));
+    let elsewhere = outside();
+    let extra = elsewhere.path().join("extra.txt");
+    let env = TestEnv::new(
+        Wire::Chat,
+        script(vec![
+            shell("touch allowed.txt"),
+            shell("rm -f x"),
+            // A rule for a whole command covers that command, not more arguments.
+            shell(&format!("touch allowed.txt {}", extra.display())),
+        ]),
+    );
     let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
-    env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch\"]\n"));
+    env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch allowed.txt\"]\n"));
     let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let results = tool_results(&env);
     assert!(!results[0].1, "{results:?}");
     assert!(env.work.path().join("allowed.txt").exists());
     assert!(results[1].1 && results[1].0.contains("`rm -f x`"), "{results:?}");
+    assert!(results[2].1 && results[2].0.contains("needs approval"), "{results:?}");
+    assert!(!extra.exists(), "`touch allowed.txt` allowed more arguments");
 }
 
 #[test]
@@ -156,6 +172,12 @@ fn auto_without_a_sandbox_asks_instead_of_running_unconfined() {
         "{results:?}"
     );
     assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
+    // Already in auto: it does not suggest auto, nor say that a user denied it.
+    assert!(!results[0].0.contains("auto:") && !results[0].0.contains("the user denied"));
+    assert!(results[0].0.contains("--mode yolo"), "{results:?}");
+    // The missing sandbox is said once, on stderr.
+    let said = stderr(&output).matches("no sandbox available").count();
+    assert_eq!(said, 1, "{}", stderr(&output));
     assert!(!env.work.path().join("made.txt").exists(), "it ran without a sandbox");
     // Known read-only commands still run.
     assert!(!results[1].1, "{results:?}");
@@ -257,4 +279,106 @@ fn auto_file_tools_need_approval_for_git_hooks_and_project_config() {
     let output = env.kestrel(&["exec", "--mode", "yolo", "go"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(env.work.path().join(".git/hooks/pre-commit").exists());
+}
+
+/// Each of these ran `touch X` while judged read-only (the second review of issue 3).
+#[test]
+fn read_only_mode_runs_nothing_hidden_by_quoting_or_variables() {
+    let commands = [
+        "echo \"$'\" ; touch X ; echo \"'\"",
+        "echo \"$\\\n(touch X)\"",
+        "echo $\\\n{x:='$(touch X)'} $\\\n{x@P}",
+        "echo \"`echo \\\" ' \\\" ; touch X ; \\\" ' \\\"`\"",
+        "cat <<$'E\\x4fF'\n$(touch X)\nEOF\necho\nEOF",
+        "set -a; echo ${GIT_CONFIG_COUNT=1} ${GIT_CONFIG_KEY_0=core.fsmonitor} \
+         \"${GIT_CONFIG_VALUE_0=touch X}\" >/dev/null; git status",
+        "xxd -- -name X",
+    ];
+    let env = TestEnv::new(Wire::Chat, script(commands.iter().map(|c| shell(c)).collect()));
+    let work = env.work_path();
+    let status = std::process::Command::new("git").args(["init", "-q"]).current_dir(&work).status();
+    assert!(status.unwrap().success());
+    std::fs::write(work.join("-name"), "x").unwrap();
+    let output = env.kestrel(&["exec", "--mode", "read-only", "look"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert_eq!(results.len(), commands.len(), "{results:?}");
+    for ((output, is_error), command) in results.iter().zip(commands) {
+        assert!(*is_error && output.contains("read-only mode"), "{command}: {output}");
+    }
+    assert!(!work.join("X").exists(), "a command hidden in a read-only one ran");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_workdir_through_a_symlink_is_judged_where_the_command_runs() {
+    let evil = outside();
+    let evil_path = evil.path().canonicalize().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git").args(args).current_dir(&evil_path).status();
+        assert!(status.unwrap().success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let marker = evil_path.join("hook-ran");
+    let hook = evil_path.join("hook.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    git(&["config", "core.fsmonitor", &hook.display().to_string()]);
+    std::fs::create_dir(evil_path.join("sub")).unwrap();
+    let in_link = |command: &str| {
+        ScriptedToolCall::new("shell", json!({ "command": command, "workdir": "l/.." }))
+    };
+    let env = TestEnv::new(Wire::Chat, script(vec![in_link("git status")]));
+    let work = env.work_path();
+    std::os::unix::fs::symlink(evil_path.join("sub"), work.join("l")).unwrap();
+    let output = env.kestrel(&["exec", "--mode", "read-only", "look"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("core.fsmonitor"), "{results:?}");
+    assert!(!marker.exists(), "git ran the fsmonitor hook of the repository behind the link");
+
+    // A rule for the workspace's notes.txt does not cover the one `l/..` lands in.
+    let env = TestEnv::new(Wire::Chat, script(vec![in_link("echo hi > notes.txt")]));
+    let work = env.work_path();
+    std::os::unix::fs::symlink(evil_path.join("sub"), work.join("l")).unwrap();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let notes = work.join("notes.txt");
+    env.write_config(&format!(
+        "{config}\n[permissions]\nallow_write = [\"{}\"]\n",
+        notes.display()
+    ));
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("needs approval"), "{results:?}");
+    assert!(!evil_path.join("notes.txt").exists(), "it wrote behind the link");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_allowed_directory_does_not_let_a_symlink_in_it_write_git_config() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        script(vec![
+            ScriptedToolCall::new(
+                "write_file",
+                json!({"path": "docs/settings.ini", "content": "[core]\n\tfsmonitor = ./x\n"}),
+            ),
+            ScriptedToolCall::new("write_file", json!({"path": "docs/a.md", "content": "a"})),
+        ]),
+    );
+    let work = env.work_path();
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir(work.join("docs")).unwrap();
+    std::os::unix::fs::symlink("../.git/config", work.join("docs/settings.ini")).unwrap();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let docs = work.join("docs");
+    env.write_config(&format!("{config}\n[permissions]\nallow_write = [\"{}\"]\n", docs.display()));
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("git metadata"), "{results:?}");
+    assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), "[core]\n");
+    assert!(!results[1].1 && work.join("docs/a.md").exists(), "{results:?}");
 }
