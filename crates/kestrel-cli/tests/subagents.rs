@@ -558,3 +558,50 @@ async fn a_parent_whose_worker_crashes_has_its_running_subagents_cancelled() {
     daemon_support::kill(pid as u32, libc::SIGKILL);
     eventually("the subagent's turn to end cancelled", || ended_cancelled(&test, &child)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_permission_request_reaches_the_parents_client_naming_the_subagent() {
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "write", "prompt": "write the notes", "mode": "ask"}),
+        ),
+        Step::tool_call("write_file", json!({"path": "notes.txt", "content": "from the child\n"})),
+        Step::text("the child wrote the notes"),
+        Step::text("done"),
+    ]));
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    client.set_mode(&parent, "ask").await;
+    let turn = client.prompt(&parent, "delegate the writing");
+    // Only the parent's client is attached; the child's request comes to it.
+    let asked = client.wait_permission().await;
+    assert_eq!(asked.params["sessionId"], parent.as_str(), "{}", asked.params);
+    let child = asked.params["_meta"]["kestrel"]["childSessionId"].as_str().unwrap().to_string();
+    assert_ne!(child, parent);
+    let title = asked.params["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with(&format!("subagent {child}: ")), "{title}");
+    let option = asked.params["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|option| option["kind"] == "allow_once")
+        .and_then(|option| option["optionId"].as_str())
+        .unwrap()
+        .to_string();
+    client.answer(asked.id.clone(), &option).await;
+    let answer = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(cwd.join("notes.txt")).unwrap(), "from the child\n");
+    let header = read_lines(
+        &test
+            .env
+            .records()
+            .into_iter()
+            .find(|p| p.file_stem().is_some_and(|s| s == child.as_str()))
+            .unwrap(),
+    )
+    .remove(0);
+    assert_eq!(header["parent_id"], parent.as_str());
+}

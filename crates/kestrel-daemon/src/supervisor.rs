@@ -336,7 +336,7 @@ fn handle_request(
 ) {
     match request.method.as_str() {
         "session/request_permission" => {
-            permission::ask_all(session, link, request.id, request.params)
+            permission::ask_all(router, session, link, request.id, request.params)
         }
         messages::SESSION_SPAWN => {
             let router = router.clone();
