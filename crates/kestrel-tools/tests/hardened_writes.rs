@@ -8,7 +8,9 @@ mod common;
 use common::{call, context, ok};
 use kestrel_protocol::Mode;
 use serde_json::json;
+use std::ffi::CString;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,29 +18,36 @@ use std::thread::JoinHandle;
 
 const CALLS: usize = 200;
 
-/// Keeps replacing `<workspace>/sub` by a symlink to `inside`, then by one to
-/// `outside`, until stopped.
+/// Keeps exchanging `<workspace>/sub`, a real directory, with `<workspace>/sub.alt`, a
+/// symlink to `outside` (atomically, `renameat2(RENAME_EXCHANGE)`), until stopped: a
+/// check can see a plain directory and the write meet the symlink.
 struct Swapper {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<usize>>,
 }
 
 impl Swapper {
-    fn start(workspace: &Path, inside: PathBuf, outside: PathBuf) -> Self {
+    fn start(workspace: &Path, outside: PathBuf) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let sub = workspace.join("sub");
-        let staging = workspace.join("sub.next");
-        std::os::unix::fs::symlink(&inside, &sub).unwrap();
+        let sub = CString::new(workspace.join("sub").as_os_str().as_bytes()).unwrap();
+        let alt = CString::new(workspace.join("sub.alt").as_os_str().as_bytes()).unwrap();
+        std::os::unix::fs::symlink(&outside, workspace.join("sub.alt")).unwrap();
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut swaps = 0;
             while !flag.load(Ordering::Relaxed) {
-                for target in [&outside, &inside] {
-                    let _ = fs::remove_file(&staging);
-                    std::os::unix::fs::symlink(target, &staging).unwrap();
-                    fs::rename(&staging, &sub).unwrap();
-                    swaps += 1;
-                }
+                // SAFETY: two NUL-terminated paths that outlive the call.
+                let done = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        sub.as_ptr(),
+                        libc::AT_FDCWD,
+                        alt.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
+                swaps += 1;
             }
             swaps
         });
@@ -70,12 +79,11 @@ fn entries(dir: &Path) -> Vec<String> {
 async fn a_symlink_swapped_in_during_writes_never_lets_a_write_out_of_the_workspace() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let inside = dir.path().join("inside");
-    fs::create_dir(&inside).unwrap();
-    fs::write(inside.join("edited.txt"), "x").unwrap();
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    fs::write(dir.path().join("sub/edited.txt"), "x").unwrap();
     fs::write(outside.path().join("edited.txt"), "x").unwrap();
     let ctx = context(dir.path(), Mode::Auto);
-    let swapper = Swapper::start(dir.path(), inside.clone(), outside.path().to_path_buf());
+    let swapper = Swapper::start(dir.path(), outside.path().to_path_buf());
 
     let (mut written, mut refused) = (0, 0);
     for index in 0..CALLS {
@@ -102,8 +110,16 @@ async fn a_symlink_swapped_in_during_writes_never_lets_a_write_out_of_the_worksp
     assert_eq!(entries(outside.path()), ["edited.txt"], "a write landed outside");
     assert_eq!(fs::read_to_string(outside.path().join("edited.txt")).unwrap(), "x");
     assert!(written > 0, "no write got through at all ({refused} refused, {swaps} swaps)");
-    // Whatever got through is inside, and nothing but our files is there.
-    assert!(entries(&inside).iter().all(|name| !name.contains("kestrel-tmp")));
+    // Whatever got through is inside (in the real directory, under either name), and no
+    // temporary file is left behind.
+    let real = ["sub", "sub.alt"]
+        .iter()
+        .map(|name| dir.path().join(name))
+        .find(|path| !fs::symlink_metadata(path).unwrap().file_type().is_symlink())
+        .unwrap();
+    let inside = entries(&real);
+    assert!(inside.iter().any(|name| name.starts_with('w') || name.starts_with('p')));
+    assert!(inside.iter().all(|name| !name.contains("kestrel-tmp")), "{inside:?}");
 }
 
 #[tokio::test]
