@@ -289,7 +289,7 @@ fn read_only_mode_runs_nothing_hidden_by_quoting_or_variables() {
         "echo \"$\\\n(touch X)\"",
         "echo $\\\n{x:='$(touch X)'} $\\\n{x@P}",
         "echo \"`echo \\\" ' \\\" ; touch X ; \\\" ' \\\"`\"",
-        "cat <<$'E\\x4fF'\n$(touch X)\nEOF\necho\nEOF",
+        "cat <<$'E\\x4fF'\nEOF\ntouch X\nEx4fF",
         "set -a; echo ${GIT_CONFIG_COUNT=1} ${GIT_CONFIG_KEY_0=core.fsmonitor} \
          \"${GIT_CONFIG_VALUE_0=touch X}\" >/dev/null; git status",
         "xxd -- -name X",

@@ -470,9 +470,9 @@ fn quoting_the_parser_got_wrong_no_longer_hides_a_command() {
         "echo hi >\\\n> X",
         // In backquotes inside "...", `\"` is a plain quote.
         "echo \"`echo \\\" ' \\\" ; touch X ; \\\" ' \\\"`\"",
-        // bash does not expand a heredoc delimiter: `$'E\x4fF'` is not `EOF`.
-        "cat <<$'E\\x4fF'\n$(touch X)\nEOF\necho\nEOF",
-        "cat <<$X\n$(touch X)\n\nEOF",
+        // bash reads the delimiter `$'E\x4fF'` as `EOF`, and `$X` as written.
+        "cat <<$'E\\x4fF'\nEOF\ntouch X\nEx4fF",
+        "cat <<$X\n$X\ntouch X\n\n",
         "cat <<`x`\nbody\n`x`",
         // Defaults that assign, and exporting what is assigned.
         "echo ${X=1}",

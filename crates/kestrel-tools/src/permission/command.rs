@@ -426,8 +426,8 @@ impl Parser {
             other => other,
         };
         if let Some(strip_tabs) = heredoc {
-            // bash takes the delimiter without expanding it (`$'E\x4fF'` is not `EOF`
-            // to it, nor `$X` empty): spellings whose text differs are refused.
+            // bash decodes `$'...'` in a delimiter (`$'E\x4fF'` is `EOF`) but takes `$X`
+            // as written: neither is what the word's text says, so both are refused.
             if raw.contains(['$', '`']) {
                 return error(format!(
                     "the heredoc delimiter `{raw}` (bash does not expand `$` or backquotes there)"
