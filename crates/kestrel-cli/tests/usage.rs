@@ -177,3 +177,38 @@ async fn an_unknown_model_on_this_machine_gets_a_small_window_unless_config_sets
     assert_eq!(turn.of_kind("usage_update").pop().unwrap()["size"], 8192);
     worker.close().await;
 }
+
+#[test]
+fn a_session_killed_mid_turn_lists_what_its_requests_spent() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([
+            Step::tool_call("read_file", json!({"path": "missing.txt"}))
+                .with_usage(used(1_000, 0, 100, 0)),
+            Step::text("an answer that is still streaming when the process dies")
+                .with_fault(kestrel_testkit::Fault::SlowChunks { delay_ms: 10_000 }),
+        ]),
+    );
+    let mut exec = env
+        .command(&["exec", "look"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first request's usage is recorded; the second request is streaming.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while env.requests().iter().filter(|r| r.method == "POST").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the second request never came");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(env.record_items().iter().any(|item| item["type"] == "usage"));
+    exec.kill().unwrap();
+    exec.wait().unwrap();
+
+    let listing = kestrel(&env, "off", &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(stdout(&listing).lines().next().unwrap()).unwrap();
+    assert_eq!(session["usage"]["input_tokens"], 1_000, "{session}");
+    assert_eq!(session["usage"]["output_tokens"], 100, "{session}");
+    let table = stdout(&kestrel(&env, "off", &["sessions"]));
+    assert!(table.contains("1.1k tok"), "{table}");
+}

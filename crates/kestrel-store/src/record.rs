@@ -120,8 +120,8 @@ impl SessionRecord {
     }
 
     /// Appends one item as a single write of a whole line, then flushes. The first user
-    /// message of a session is also noted in the index as its label, and at the end of
-    /// each turn (`turn_completed`) the session's usage so far; those updates are best
+    /// message of a session is also noted in the index as its label, and with each
+    /// `usage` item the session's usage so far; those updates are best
     /// effort (the item itself is already recorded, and the index is rebuildable).
     ///
     /// Fails when the line cannot be written.
@@ -130,7 +130,12 @@ impl SessionRecord {
         self.write_line(&line)?;
         self.items_written += 1;
         match &entry.item {
-            RecordItem::Usage { usage } => self.usage.add(usage),
+            RecordItem::Usage { usage } => {
+                self.usage.add(usage);
+                // Also now, not only at the turn's end: a session killed mid-turn has
+                // spent it all the same (one index line per model request).
+                self.index_usage();
+            }
             RecordItem::TurnCompleted { .. } => self.index_usage(),
             RecordItem::UserMessage { text } => self.index_first_prompt(text),
             RecordItem::AssistantMessage { .. }
