@@ -1,5 +1,5 @@
-//! Usage and cost in the session index: each finished turn notes the session's own
-//! running total, resume continues it, forks leave out what they copied, rebuilds agree,
+//! Usage and cost in the session index: each request's usage item notes the session's
+//! own running total, resume continues it, forks leave out what they copied, rebuilds agree,
 //! and a parent's total includes its descendants'.
 
 // Helpers outside #[test] fns are test code too: a failed set-up should panic.
@@ -56,7 +56,7 @@ fn each_turn_notes_the_running_total_and_the_latest_line_wins() {
 
     let text = std::fs::read_to_string(home.index_file()).unwrap();
     let usage_lines: Vec<_> = text.lines().filter(|line| line.contains("\"usage\"")).collect();
-    assert_eq!(usage_lines.len(), 2, "one line per turn that spent something: {text}");
+    assert_eq!(usage_lines.len(), 3, "one line per request that spent something: {text}");
 }
 
 #[test]
@@ -108,11 +108,11 @@ fn a_rebuilt_index_sums_the_usage_items_of_each_record() {
     let (_dir, home) = home();
     let mut record = SessionRecord::create(&home, header("s", at(0), "/w")).unwrap();
     turn(&mut record, "one", &[spent(100, 10, 0.5)]);
-    // The last turn never finished (a crash): its usage is in the record, not the index.
+    // The last turn never finished (a crash): its usage is noted all the same.
     record.append(&user("two")).unwrap();
     record.append(&usage_item(spent(1, 2, 0.25))).unwrap();
     drop(record);
-    assert_usage(summary(&home, "s").usage, 100, 10, 0.5);
+    assert_usage(summary(&home, "s").usage, 101, 12, 0.75);
 
     let rebuilt = SessionIndex::rebuild(&home).unwrap();
     assert_usage(rebuilt[0].usage, 101, 12, 0.75);
