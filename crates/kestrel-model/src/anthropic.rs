@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::body::RequestBody;
 use crate::provider_error::{ProviderError, WireError, clip};
 use crate::sse::SseEvent;
 use crate::types::{
@@ -22,8 +23,16 @@ const DEFAULT_MAX_TOKENS_THINKING: u32 = 32000;
 /// The smallest thinking budget the API accepts.
 const MIN_THINKING_BUDGET: u32 = 1024;
 
-/// The request body for `POST {base_url}/messages`.
+/// The body as one tree, for the tests.
+#[cfg(test)]
 pub(crate) fn request_body(request: &ModelRequest) -> Value {
+    body(request).to_value().unwrap_or(Value::Null)
+}
+
+/// The request body for `POST {base_url}/messages`. Turns merge messages and the newest
+/// user turn carries a cache breakpoint, so the message list is built whole (only when
+/// the body is written).
+pub(crate) fn body(request: &ModelRequest) -> RequestBody<'_> {
     let thinking_wanted = request.reasoning.is_some();
     let max_tokens = request.max_output_tokens.unwrap_or(if thinking_wanted {
         DEFAULT_MAX_TOKENS_THINKING
@@ -36,8 +45,6 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
         "messages": null,
         "stream": true,
     });
-    // Moved in, not through json! (which would copy the whole history once more).
-    body["messages"] = Value::Array(messages_json(&request.messages));
     if !request.system.is_empty() {
         body["system"] = json!([{
             "type": "text",
@@ -65,7 +72,10 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     if let Some(budget) = request.reasoning.and_then(|effort| thinking_budget(effort, max_tokens)) {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
     }
-    body
+    let messages = move || {
+        Box::new(messages_json(&request.messages).into_iter()) as Box<dyn Iterator<Item = Value>>
+    };
+    RequestBody::new(body, "messages", Box::new(messages))
 }
 
 /// The thinking budget for an effort, kept below `max_tokens` with room for an answer;

@@ -5,29 +5,28 @@
 
 use serde_json::{Value, json};
 
+use crate::body::RequestBody;
 use crate::provider_error::{ProviderError, WireError, clip};
 use crate::sse::SseEvent;
 use crate::types::{
     ContentPart, FinishReason, Message, ModelRequest, Reasoning, StreamEvent, TokenUsage, ToolCall,
 };
 
-/// The request body for `POST {base_url}/chat/completions`.
+/// The body as one tree, for the tests.
+#[cfg(test)]
 pub(crate) fn request_body(request: &ModelRequest) -> Value {
-    let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
-    for message in &request.messages {
-        messages.push(message_json(message));
-    }
+    body(request).to_value().unwrap_or(Value::Null)
+}
+
+/// The request body for `POST {base_url}/chat/completions`; the messages are written
+/// one at a time.
+pub(crate) fn body(request: &ModelRequest) -> RequestBody<'_> {
     let mut body = json!({
         "model": request.model,
         "messages": null,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    // Moved in, not through json! (which would copy the whole history once more).
-    body["messages"] = Value::Array(messages);
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -54,7 +53,13 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     if let Some(key) = &request.cache_key {
         body["prompt_cache_key"] = json!(key);
     }
-    body
+    let messages = move || {
+        let system = (!request.system.is_empty())
+            .then(|| json!({"role": "system", "content": request.system}));
+        Box::new(system.into_iter().chain(request.messages.iter().map(message_json)))
+            as Box<dyn Iterator<Item = Value>>
+    };
+    RequestBody::new(body, "messages", Box::new(messages))
 }
 
 fn message_json(message: &Message) -> Value {

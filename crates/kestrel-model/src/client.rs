@@ -112,16 +112,18 @@ impl ModelClient {
         request: &ModelRequest,
         cancel: &CancellationToken,
     ) -> Result<ResponseStream, ModelError> {
-        let body = {
-            let tree = match self.provider.wire_api {
-                WireApi::Chat => chat::request_body(request),
-                WireApi::Responses => responses::request_body(request),
-                WireApi::Anthropic => anthropic::request_body(request),
-            };
-            // The tree is dropped here: only the bytes stay alive while the request
-            // (and its retries) are sent.
-            bytes::Bytes::from(tree.to_string())
-        };
+        // A temporary: the body's description is gone before the first await.
+        let body = match self.provider.wire_api {
+            WireApi::Chat => chat::body(request),
+            WireApi::Responses => responses::body(request),
+            WireApi::Anthropic => anthropic::body(request),
+        }
+        .to_bytes()
+        .map_err(|error| ModelError::InvalidConfig {
+            provider: self.provider.name.clone(),
+            message: format!("the request cannot be written as JSON: {error}"),
+        })?;
+        let body = bytes::Bytes::from(body);
         let mut backoff = Backoff::new(self.options.retry.clone());
         let started = Instant::now();
         let mut attempt = 0;

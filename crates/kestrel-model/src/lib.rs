@@ -4,6 +4,7 @@
 //! runtime into the store's cache) that usage costs are computed from.
 
 mod anthropic;
+mod body;
 mod catalog;
 mod chat;
 mod client;

@@ -8,26 +8,28 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::body::RequestBody;
 use crate::provider_error::{ProviderError, WireError, clip};
 use crate::sse::SseEvent;
 use crate::types::{
     ContentPart, FinishReason, Message, ModelRequest, Reasoning, StreamEvent, TokenUsage, ToolCall,
 };
 
-/// The request body for `POST {base_url}/responses`.
+/// The body as one tree, for the tests.
+#[cfg(test)]
 pub(crate) fn request_body(request: &ModelRequest) -> Value {
-    let mut input = Vec::new();
-    for message in &request.messages {
-        push_items(message, &mut input);
-    }
+    body(request).to_value().unwrap_or(Value::Null)
+}
+
+/// The request body for `POST {base_url}/responses`; the input items are written one
+/// message at a time.
+pub(crate) fn body(request: &ModelRequest) -> RequestBody<'_> {
     let mut body = json!({
         "model": request.model,
         "input": null,
         "stream": true,
         "store": false,
     });
-    // Moved in, not through json! (which would copy the whole history once more).
-    body["input"] = Value::Array(input);
     if !request.system.is_empty() {
         body["instructions"] = json!(request.system);
     }
@@ -59,7 +61,14 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     if let Some(key) = &request.cache_key {
         body["prompt_cache_key"] = json!(key);
     }
-    body
+    let input = move || {
+        Box::new(request.messages.iter().flat_map(|message| {
+            let mut items = Vec::new();
+            push_items(message, &mut items);
+            items
+        })) as Box<dyn Iterator<Item = Value>>
+    };
+    RequestBody::new(body, "input", Box::new(input))
 }
 
 fn push_items(message: &Message, input: &mut Vec<Value>) {
