@@ -11,6 +11,7 @@ mod event;
 mod exec;
 mod history;
 mod instructions;
+mod provider_context;
 mod session;
 mod setup;
 mod subagent;

@@ -6,6 +6,7 @@ use crate::approval::Approver;
 use crate::control::ModelChoice;
 use crate::history::History;
 use crate::instructions::find_instructions;
+use crate::provider_context;
 use crate::session::{Session, SessionSettings};
 use kestrel_model::{ClientOptions, ModelClient, ProviderConfig, ReasoningEffort, WireApi};
 use kestrel_protocol::{
@@ -204,13 +205,31 @@ pub fn choose_model(
     options: &ClientOptions,
 ) -> Result<ModelChoice, AgentError> {
     let resolved = resolve_model(config, home, model_ref, options)?;
-    let catalog =
-        kestrel_model::CatalogStore::new(home, kestrel_model::CatalogSettings::from_config(config));
+    let catalog_settings = kestrel_model::CatalogSettings::from_config(config);
+    let catalog = kestrel_model::CatalogStore::new(home, catalog_settings.clone());
     let mut profile = catalog.session_profile(&resolved.provider, &resolved.model_id);
     // `[providers.NAME] context_window`: what the server really runs with wins.
     let settings = config.provider(&resolved.provider.name);
     if let Some(tokens) = settings.as_ref().and_then(|p| p.context_window) {
         profile.context_window = tokens;
+    } else if profile.origin == kestrel_model::ProfileOrigin::Unknown {
+        // Else, for a model the catalog does not know, what the provider's own list
+        // reports (cached; fetched in the background, never waited for).
+        let provider = &resolved.provider;
+        if let Some(tokens) = provider_context::reported_context(home, provider, &resolved.model_id)
+        {
+            profile.context_window = tokens;
+        }
+        // `catalog_url = "off"` means no fetching of model metadata at all.
+        if catalog_settings.url.is_some() {
+            let ca_bundle = catalog_settings.ca_bundle.clone();
+            provider_context::refresh_in_background(
+                home,
+                provider,
+                ca_bundle,
+                catalog_settings.ttl,
+            );
+        }
     }
     // `[providers.NAME] images`: a local vision model the catalog does not know.
     if let Some(images) = settings.as_ref().and_then(|p| p.images) {

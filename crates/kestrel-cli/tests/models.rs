@@ -1,11 +1,14 @@
 //! `kestrel models` end to end: the catalog fetched from a loopback server (stderr says
 //! so), cached, then listed from the cache and from the bundled snapshot with the server
-//! gone; the provider's own `/models` merged in; bad arguments.
+//! gone; the provider's own `/models` merged in; bad arguments. A session on a model the
+//! catalog does not know gets the context length the provider's list reports, once a
+//! background fetch has cached it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod catalog_support;
 mod common;
+mod worker_support;
 
 use catalog_support::{CATALOG, CatalogServer};
 use common::{TestEnv, Wire, stderr, stdout};
@@ -165,4 +168,91 @@ fn context_lengths_come_from_the_config_then_the_catalog_then_the_providers_list
     let output = models(&env, "off", &["lm"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("context_window"), "{}", stderr(&output));
+}
+
+/// A loopback OpenAI-compatible server like LM Studio: `GET /v1/models` reports
+/// `qwen-local` with a loaded context of 4096 tokens; every `POST` streams the answer
+/// "ok" with usage. Returns its base URL (`.../v1`).
+fn local_server() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let mut stream = stream;
+                let (kind, body) = if request_line.starts_with("GET") {
+                    let list = r#"{"object": "list", "data": [{"id": "qwen-local", "object": "model", "loaded_context_length": 4096}]}"#;
+                    ("application/json", list.to_string())
+                } else {
+                    let chunk = |delta: &str, finish: &str, usage: &str| {
+                        format!(
+                            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"qwen-local\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]{usage}}}\n\n"
+                        )
+                    };
+                    let usage =
+                        r#","usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}"#;
+                    let events = chunk(r#"{"role":"assistant","content":"ok"}"#, "null", "")
+                        + &chunk("{}", r#""stop""#, usage)
+                        + "data: [DONE]\n\n";
+                    ("text/event-stream", events)
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(body.as_bytes());
+            });
+        }
+    });
+    base
+}
+
+#[tokio::test]
+async fn a_model_the_catalog_does_not_know_gets_the_context_length_its_provider_reports() {
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    let base = local_server();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let config = config.replace("model = \"scripted/test-model\"", "model = \"lm/qwen-local\"");
+    env.write_config(&format!("{config}\n[providers.lm]\nbase_url = \"{base}\"\n"));
+    // Catalog fetching on (a catalog that does not know the model): the provider's list
+    // is fetched in the background.
+    let catalog = CatalogServer::start(CATALOG);
+    let mut worker =
+        worker_support::Worker::spawn_with(&env, &[("KESTREL_CATALOG_URL", catalog.url.as_str())]);
+    // The first session opens before the list is known: the default for a local server.
+    let first = worker.start_session(&env.work_path()).await;
+    let turn = worker.prompt(&first, "one", &[]).await;
+    assert_eq!(turn.of_kind("usage_update").pop().unwrap()["size"], 32_768);
+
+    let cache = env.home.path().join("cache/provider-models.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&cache).is_ok_and(|text| text.contains("qwen-local")) {
+        assert!(std::time::Instant::now() < deadline, "the provider's list was never cached");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    worker.close().await;
+    let mut worker =
+        worker_support::Worker::spawn_with(&env, &[("KESTREL_CATALOG_URL", catalog.url.as_str())]);
+    let second = worker.start_session(&env.work_path()).await;
+    let turn = worker.prompt(&second, "two", &[]).await;
+    assert_eq!(turn.of_kind("usage_update").pop().unwrap()["size"], 4096);
+    worker.close().await;
 }
