@@ -50,7 +50,7 @@ pub trait Approver: Send + Sync {
 /// let it run in `mode` (never "choose auto" to a session already in auto).
 pub fn unattended_refusal(summary: &str, mode: kestrel_protocol::Mode) -> String {
     let other_mode = match mode {
-        kestrel_protocol::Mode::Auto => "or --mode yolo (no checks)",
+        kestrel_protocol::Mode::Auto => "or run it with --mode yolo (no checks)",
         kestrel_protocol::Mode::ReadOnly
         | kestrel_protocol::Mode::Ask
         | kestrel_protocol::Mode::Yolo => {
@@ -59,9 +59,9 @@ pub fn unattended_refusal(summary: &str, mode: kestrel_protocol::Mode) -> String
         }
     };
     format!(
-        "not run: {summary} needs approval, and no one is here to approve it: this run is \
-         unattended. Allow it with `[permissions] allow` or `allow_write` in the user's \
-         config.toml {other_mode}"
+        "not run: it needs approval, and no one is here to approve it (this run is \
+         unattended). What needed approval: {summary}. To let it run, allow it with \
+         `[permissions] allow` or `allow_write` in the user's config.toml, {other_mode}"
     )
 }
 

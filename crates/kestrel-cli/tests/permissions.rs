@@ -49,7 +49,7 @@ fn ask_mode_without_anyone_to_ask_denies_at_once_and_runs_read_only_commands() {
     let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let results = tool_results(&env);
-    assert!(results[0].1 && results[0].0.contains("write a.txt needs approval"), "{results:?}");
+    assert!(results[0].1 && results[0].0.contains("approval: write a.txt"), "{results:?}");
     assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
     // No one answered, so no one "denied" it; in ask mode the other modes are named.
     assert!(results[0].0.starts_with("not run: ") && results[0].0.contains("unattended"));
@@ -174,7 +174,7 @@ fn auto_without_a_sandbox_asks_instead_of_running_unconfined() {
     assert!(results[0].0.contains("no one is here to approve it"), "{results:?}");
     // Already in auto: it does not suggest auto, nor say that a user denied it.
     assert!(!results[0].0.contains("auto:") && !results[0].0.contains("the user denied"));
-    assert!(results[0].0.contains("--mode yolo"), "{results:?}");
+    assert!(results[0].0.contains("with --mode yolo"), "{results:?}");
     // The missing sandbox is said once, on stderr.
     let said = stderr(&output).matches("no sandbox available").count();
     assert_eq!(said, 1, "{}", stderr(&output));
