@@ -392,6 +392,11 @@ async fn a_prompt_while_one_runs_is_refused_and_a_failed_turn_is_an_error() {
 #[tokio::test]
 async fn images_and_resources_in_a_prompt_reach_the_model() {
     let env = TestEnv::new(Wire::Anthropic, Script::new([Step::text("a red square")]));
+    // The catalog does not know the scripted model: config says it takes images.
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(
+        &config.replace("[providers.scripted]\n", "[providers.scripted]\nimages = true\n"),
+    );
     let mut worker = Worker::spawn(&env);
     let work = env.work_path();
     let id = worker.start_session(&work).await;
