@@ -512,6 +512,7 @@ fn quoting_the_parser_got_wrong_no_longer_hides_a_command() {
 fn git_after_the_line_may_have_set_its_variables_is_not_read_only() {
     let repo = repository("").unwrap();
     assert!(analyze("echo hi; git status", repo.path()).is_read_only());
+    assert!(analyze("echo \"$PATH\" | tr : x; git status", repo.path()).is_read_only());
     for line in [
         "export GIT_DIR=/elsewhere; git status",
         "declare -x GIT_CONFIG_COUNT=1; git status",
@@ -519,6 +520,8 @@ fn git_after_the_line_may_have_set_its_variables_is_not_read_only() {
         "GIT_PAGER=./x; git log",
         "export \"$N=x\"; git status",
         "export PATH=.:$PATH; ls",
+        "eval \"export GI\\T_DIR=/x\"; git status",
+        "printf -v GIT_DIR /x; git status",
     ] {
         let analysis = analyze(line, repo.path());
         let program = line.rsplit("; ").next().unwrap();

@@ -108,8 +108,9 @@ struct Location {
     path_changed: bool,
 }
 
-/// Builtins that set, export or read into variables by the names in their arguments.
-const SETS_VARIABLES: [&str; 14] = [
+/// Builtins that set, export or read into variables by the names in their arguments
+/// (`printf` only with `-v`).
+const SETS_VARIABLES: [&str; 11] = [
     "export",
     "declare",
     "typeset",
@@ -119,12 +120,12 @@ const SETS_VARIABLES: [&str; 14] = [
     "mapfile",
     "readarray",
     "getopts",
-    "printf",
     "unset",
     "let",
-    "eval",
-    "source",
 ];
+
+/// Builtins that run code they build or read: they may set anything.
+const RUNS_CODE: [&str; 3] = ["eval", "source", "."];
 
 impl Location {
     fn places(&self) -> Option<&[PathBuf]> {
@@ -139,8 +140,16 @@ impl Location {
         if words.is_empty() {
             names.extend(command.assignments.iter().map(|(name, _)| (name.as_str(), true)));
         }
+        let runs_code = words
+            .first()
+            .is_some_and(|name| !name.literal || RUNS_CODE.contains(&name.text.as_str()));
+        if runs_code {
+            names.push(("", false));
+        }
         let setter = words.first().is_some_and(|name| {
-            !name.literal || SETS_VARIABLES.contains(&name.text.as_str()) || name.text == "."
+            SETS_VARIABLES.contains(&name.text.as_str())
+                || (name.text == "printf"
+                    && words[1..].iter().any(|word| word.text.starts_with("-v")))
         });
         if setter {
             names.extend(words[1..].iter().map(|word| (word.text.as_str(), word.literal)));
