@@ -202,7 +202,7 @@ async fn undo_refuses_files_the_user_changed_since_and_force_keeps_their_content
     fx.write("b.txt", "the user's edit\n");
 
     let error = fx.undo(1, false).unwrap_err();
-    let UndoError::Conflicts { files, turns } = &error else { panic!("{error}") };
+    let UndoError::Conflicts { files, turns, .. } = &error else { panic!("{error}") };
     assert_eq!(turns, &[1]);
     assert_eq!(files.len(), 1);
     assert_eq!(files[0].path, fx.path("b.txt"));
@@ -400,4 +400,60 @@ fn undo_does_not_follow_a_symlink_planted_at_its_temporary_name() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
     assert_eq!(fx.read("f.txt").unwrap(), "before\n");
     assert!(!std::fs::symlink_metadata(fx.path("f.txt")).unwrap().file_type().is_symlink());
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_symlink_is_listed_and_nothing_outside_is_touched() {
+    let mut fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    let shared = outside.path().canonicalize().unwrap();
+    std::fs::write(shared.join("dataset.csv"), "shared data\n").unwrap();
+    std::os::unix::fs::symlink(&shared, fx.path("data")).unwrap();
+    fx.turn();
+    fx.call("shell", json!({"command": "rm data && mkdir data && echo copy > data/dataset.csv"}))
+        .await
+        .unwrap();
+    let command = format!("rm -rf data && ln -s {} data", shared.display());
+    fx.call("shell", json!({ "command": command })).await.unwrap();
+
+    for force in [false, true] {
+        match fx.undo(1, force) {
+            Err(UndoError::Conflicts { files, .. }) => {
+                assert!(!force);
+                let dataset = files.iter().find(|c| c.path == fx.path("data/dataset.csv"));
+                let dataset = dataset.unwrap_or_else(|| panic!("{files:?}"));
+                assert!(dataset.reason.contains("symlink"), "{dataset}");
+            }
+            Ok(report) => {
+                assert!(force);
+                assert!(
+                    report.skipped.iter().any(|c| c.path == fx.path("data/dataset.csv")),
+                    "{report:?}"
+                );
+            }
+            Err(error) => panic!("{error}"),
+        }
+        assert_eq!(std::fs::read_to_string(shared.join("dataset.csv")).unwrap(), "shared data\n");
+    }
+}
+
+#[tokio::test]
+async fn undo_refuses_a_file_changed_outside_the_session_between_the_turns() {
+    let mut fx = Fixture::new();
+    fx.write("f.txt", "A\n");
+    fx.turn();
+    fx.call("write_file", json!({"path": "f.txt", "content": "B model turn 1\n"})).await.unwrap();
+    fx.write("f.txt", "C the user's edit\n");
+    fx.turn();
+    fx.call("write_file", json!({"path": "f.txt", "content": "D model turn 2\n"})).await.unwrap();
+
+    let error = fx.undo(2, false).unwrap_err();
+    let UndoError::Conflicts { files, .. } = &error else { panic!("{error}") };
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(files[0].reason, "changed outside the session between turn 1 and turn 2", "{error}");
+    assert!(error.to_string().contains("--force"), "{error}");
+    assert_eq!(fx.read("f.txt").unwrap(), "D model turn 2\n");
+    // Undoing only turn 2 gives the user's edit back.
+    fx.undo(1, false).unwrap();
+    assert_eq!(fx.read("f.txt").unwrap(), "C the user's edit\n");
 }

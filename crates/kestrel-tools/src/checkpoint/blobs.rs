@@ -2,9 +2,9 @@
 //! once): `blobs/ab/cdef...` under a session's checkpoint directory, private to the
 //! user. A blob is written to a temporary name and renamed, so it is whole or absent.
 
-use ring::digest::{Context, SHA256};
+use ring::digest::SHA256;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// One session's blob directory.
@@ -34,30 +34,6 @@ impl BlobStore {
         if !self.contains(&hash) {
             self.write(&hash, |file| file.write_all(bytes))?;
         }
-        Ok(hash)
-    }
-
-    /// Stores the content of the file at `source` (streamed), returning its hash.
-    pub(crate) fn put_file(&self, source: &Path) -> io::Result<String> {
-        let mut input = File::open(source)?;
-        let temp = self.temp_path()?;
-        let mut output = private_file(&temp)?;
-        let mut context = Context::new(&SHA256);
-        let mut buffer = vec![0; 64 * 1024];
-        let copied = (|| loop {
-            let read = input.read(&mut buffer)?;
-            if read == 0 {
-                return output.sync_all();
-            }
-            context.update(&buffer[..read]);
-            output.write_all(&buffer[..read])?;
-        })();
-        if let Err(error) = copied {
-            let _ = std::fs::remove_file(&temp);
-            return Err(error);
-        }
-        let hash = hex(context.finish().as_ref());
-        self.settle(&temp, &hash)?;
         Ok(hash)
     }
 
@@ -112,20 +88,6 @@ pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
 /// SHA-256 of `bytes` in lowercase hex.
 pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex(ring::digest::digest(&SHA256, bytes).as_ref())
-}
-
-/// SHA-256 of a file's content, streamed.
-pub(crate) fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut input = File::open(path)?;
-    let mut context = Context::new(&SHA256);
-    let mut buffer = vec![0; 64 * 1024];
-    loop {
-        let read = input.read(&mut buffer)?;
-        if read == 0 {
-            return Ok(hex(context.finish().as_ref()));
-        }
-        context.update(&buffer[..read]);
-    }
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -2,9 +2,10 @@
 //! symlink, or something that is not saved (a directory, a file too large to keep).
 //! Capturing a state can save the content; restoring one writes it back atomically.
 
-use super::blobs::{BlobStore, sha256_file};
+use super::blobs::BlobStore;
+use crate::workspace::Place;
 use serde::{Deserialize, Serialize};
-use std::io::{self, ErrorKind, Write};
+use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
 /// Files larger than this are not saved (their state is `unsaved`).
@@ -36,58 +37,73 @@ impl FileState {
     }
 }
 
-/// The state of `path` now; with `blobs`, a file's content is saved there too.
+/// The state of `path` now; with `blobs`, a file's content is saved there too. No
+/// symlink is followed on the way (a directory replaced by a symlink would lead outside
+/// what was checkpointed): such a path fails, and becomes a conflict undo lists.
 ///
-/// Fails when the path exists but cannot be read (or saved).
+/// Fails when the path exists but cannot be read (or saved), or a directory on its way
+/// is a symlink.
 pub(crate) fn capture(path: &Path, blobs: Option<&BlobStore>) -> io::Result<FileState> {
-    let metadata = match std::fs::symlink_metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+    let place = match Place::open_no_symlinks(path, false) {
+        Ok(place) => place,
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound) => {
             return Ok(FileState::Absent);
         }
-        Err(error) => return Err(error),
+        Err(error) => return Err(explain(path, error)),
     };
-    let kind = metadata.file_type();
-    if kind.is_symlink() {
-        return Ok(FileState::Symlink { target: std::fs::read_link(path)? });
+    let Some(status) = place.entry_status()? else {
+        return Ok(FileState::Absent);
+    };
+    match status.st_mode & libc::S_IFMT {
+        libc::S_IFLNK => return Ok(FileState::Symlink { target: place.read_link()? }),
+        libc::S_IFDIR => return Ok(FileState::Unsaved { reason: "a directory".into() }),
+        libc::S_IFREG => {}
+        _ => return Ok(FileState::Unsaved { reason: "not a regular file".into() }),
     }
-    if kind.is_dir() {
-        return Ok(FileState::Unsaved { reason: "a directory".into() });
-    }
-    if !kind.is_file() {
-        return Ok(FileState::Unsaved { reason: "not a regular file".into() });
-    }
-    if metadata.len() > MAX_SAVED_BYTES {
+    if u64::try_from(status.st_size).unwrap_or(u64::MAX) > MAX_SAVED_BYTES {
         return Ok(FileState::Unsaved {
             reason: format!("a file over {} MiB, too large to save", MAX_SAVED_BYTES >> 20),
         });
     }
-    let sha256 = match blobs {
-        Some(blobs) => blobs.put_file(path)?,
-        None => sha256_file(path)?,
+    let Some(content) = place.read()? else {
+        return Ok(FileState::Absent);
     };
-    Ok(FileState::File { sha256, mode: mode_of(&metadata) })
+    let sha256 = match blobs {
+        Some(blobs) => blobs.put(&content.bytes)?,
+        None => super::blobs::sha256(&content.bytes),
+    };
+    Ok(FileState::File { sha256, mode: content.mode })
 }
 
-#[cfg(unix)]
-fn mode_of(metadata: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    metadata.permissions().mode() & 0o7777
-}
-
-#[cfg(not(unix))]
-fn mode_of(metadata: &std::fs::Metadata) -> u32 {
-    if metadata.permissions().readonly() { 0o444 } else { 0o644 }
+/// Names the symlink refusal for people.
+fn explain(path: &Path, error: io::Error) -> io::Error {
+    match error.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(
+            ErrorKind::InvalidInput,
+            "a directory on its way is a symlink (not followed, so nothing outside is touched)",
+        ),
+        Some(libc::ENOTDIR) => io::Error::new(
+            ErrorKind::NotADirectory,
+            format!("a parent of {} is not a directory now", path.display()),
+        ),
+        _ => error,
+    }
 }
 
 /// Puts `state` back at `path`: a file's content from `blobs` (written to a temporary
-/// file beside it, then renamed over it), a symlink, or removal.
+/// file beside it, then renamed over it), a symlink, or removal. Like [`capture`], it
+/// never follows a symlink on the way.
 ///
-/// Fails when the content is missing from the store, is not what the hash says, or the
-/// file system refuses; a directory is never removed.
+/// Fails when the content is missing from the store, is not what the hash says, a
+/// directory on the way is a symlink, or the file system refuses; a directory is never
+/// removed.
 pub(crate) fn restore(path: &Path, state: &FileState, blobs: &BlobStore) -> io::Result<()> {
     match state {
-        FileState::Absent => remove(path),
+        FileState::Absent => match Place::open_no_symlinks(path, false) {
+            Ok(place) => remove(&place),
+            Err(error) if matches!(error.kind(), ErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(explain(path, error)),
+        },
         FileState::File { sha256, mode } => {
             let content = blobs.get(sha256).map_err(|error| {
                 io::Error::new(
@@ -98,14 +114,21 @@ pub(crate) fn restore(path: &Path, state: &FileState, blobs: &BlobStore) -> io::
             if super::blobs::sha256(&content) != *sha256 {
                 return Err(io::Error::other(format!("the saved content {sha256} is damaged")));
             }
-            write_atomically(path, &content, *mode)
+            let place =
+                Place::open_no_symlinks(path, true).map_err(|error| explain(path, error))?;
+            if place
+                .entry_status()?
+                .is_some_and(|status| status.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            {
+                return Err(io::Error::other("it is a directory now"));
+            }
+            place.replace(&content, Some(*mode))
         }
         FileState::Symlink { target } => {
-            remove(path)?;
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            symlink(target, path)
+            let place =
+                Place::open_no_symlinks(path, true).map_err(|error| explain(path, error))?;
+            remove(&place)?;
+            place.make_symlink(target)
         }
         FileState::Unsaved { reason } => {
             Err(io::Error::other(format!("it was not saved ({reason})")))
@@ -114,60 +137,12 @@ pub(crate) fn restore(path: &Path, state: &FileState, blobs: &BlobStore) -> io::
 }
 
 /// Removes a file or symlink; nothing there is fine, a directory is an error.
-fn remove(path: &Path) -> io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(metadata) if metadata.is_dir() => Err(io::Error::other("it is a directory now")),
-        Ok(_) => std::fs::remove_file(path),
-        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            Ok(())
+fn remove(place: &Place) -> io::Result<()> {
+    match place.entry_status()? {
+        Some(status) if status.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+            Err(io::Error::other("it is a directory now"))
         }
-        Err(error) => Err(error),
+        Some(_) => place.remove_file(),
+        None => Ok(()),
     }
-}
-
-fn write_atomically(path: &Path, content: &[u8], mode: u32) -> io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
-    if std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir()) {
-        return Err(io::Error::other("it is a directory now"));
-    }
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    // An unpredictable name, created new: a symlink planted at a guessable name must
-    // not redirect the restored content elsewhere.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let temp = parent.join(format!(".{name}.kestrel-undo-{}-{nanos:09}", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp)?;
-        file.write_all(content)?;
-        set_mode(&file, mode)?;
-        file.sync_all()
-    })();
-    if let Err(error) = written.and_then(|()| std::fs::rename(&temp, path)) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(error);
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn set_mode(file: &std::fs::File, mode: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_file: &std::fs::File, _mode: u32) -> io::Result<()> {
-    Ok(())
-}
-
-#[cfg(unix)]
-fn symlink(target: &Path, path: &Path) -> io::Result<()> {
-    std::os::unix::fs::symlink(target, path)
-}
-
-#[cfg(not(unix))]
-fn symlink(_target: &Path, _path: &Path) -> io::Result<()> {
-    Err(io::Error::new(ErrorKind::Unsupported, "symlinks cannot be restored on this OS"))
 }

@@ -66,14 +66,14 @@ pub enum UndoError {
     NoTurns,
     #[error("nothing to undo: no turn of this session changed files{}", if *.undone > 0 { " that is not undone already" } else { "" })]
     NothingToUndo { undone: usize },
-    #[error(
-        "nothing was undone: {} changed since turn {} ({}); rerun with --force to overwrite {} (what they hold now is saved in the session record first)",
-        if files.len() == 1 { "1 file".to_string() } else { format!("{} files", files.len()) },
-        join_turns(turns),
-        files.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-        if files.len() == 1 { "it" } else { "them" }
-    )]
-    Conflicts { turns: Vec<u64>, files: Vec<Conflict> },
+    #[error("{}", refusal(turns, files, unsaved))]
+    Conflicts {
+        turns: Vec<u64>,
+        /// Changed since (or outside the session between the turns): `--force` overwrites them.
+        files: Vec<Conflict>,
+        /// Their content before the turn was not saved: nothing can put them back.
+        unsaved: Vec<Conflict>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot save {} before undoing: {source}", path.display())]
@@ -90,6 +90,38 @@ pub enum UndoError {
     },
 }
 
+/// The refusal for people: what `--force` would overwrite, and apart from it what no
+/// option can restore (suggesting `--force` for those would promise what it cannot do).
+fn refusal(turns: &[u64], files: &[Conflict], unsaved: &[Conflict]) -> String {
+    let count = |n: usize| if n == 1 { "1 file".to_string() } else { format!("{n} files") };
+    let list =
+        |files: &[Conflict]| files.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let mut parts = Vec::new();
+    if !files.is_empty() {
+        parts.push(format!(
+            "{} changed since turn {} ({}); rerun with --force to overwrite {} (what {} now is saved in the session record first)",
+            count(files.len()),
+            join_turns(turns),
+            list(files),
+            if files.len() == 1 { "it" } else { "them" },
+            if files.len() == 1 { "it holds" } else { "they hold" },
+        ));
+    }
+    if !unsaved.is_empty() {
+        parts.push(format!(
+            "{} cannot be put back, {} content before turn {} was not saved ({}): no option restores {}; --force undoes the rest and leaves {} as {} now",
+            count(unsaved.len()),
+            if unsaved.len() == 1 { "its" } else { "their" },
+            join_turns(turns),
+            list(unsaved),
+            if unsaved.len() == 1 { "it" } else { "them" },
+            if unsaved.len() == 1 { "it" } else { "them" },
+            if unsaved.len() == 1 { "it is" } else { "they are" },
+        ));
+    }
+    format!("nothing was undone: {}", parts.join("; "))
+}
+
 fn join_turns(turns: &[u64]) -> String {
     turns.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
 }
@@ -104,6 +136,9 @@ struct Planned {
     after: FileState,
     /// The turn that last changed it.
     turn: u64,
+    /// Set when one change's `before` is not what the previous change left: the file
+    /// was changed outside the session between those turns (first, latest).
+    outside: Option<(u64, u64)>,
 }
 
 /// Undoes the last `options.turns` turns of the session whose record is `record`
@@ -132,28 +167,34 @@ pub fn undo(
             continue; // Already as it was.
         }
         if let FileState::Unsaved { reason } = &file.before {
-            skipped.push(Conflict {
-                path,
-                reason: format!("its content before the turn was not saved: {reason}"),
-            });
+            skipped.push(Conflict { path, reason: format!("not saved: {reason}") });
             continue;
         }
-        let changed_since = now != file.after;
+        let changed_since = now != file.after || file.outside.is_some();
         if changed_since {
-            let reason = match &now {
-                FileState::Absent => format!("deleted since turn {}", file.turn),
-                FileState::Unsaved { reason } => format!("{reason} now"),
-                FileState::File { .. } | FileState::Symlink { .. } => {
+            let reason = match (&now, file.outside) {
+                (FileState::Unsaved { reason }, _) => format!("{reason} now"),
+                (_, Some((first, second))) if first == second => {
+                    format!("changed outside the session during turn {first}, between two calls")
+                }
+                (_, Some((first, second))) => {
+                    format!("changed outside the session between turn {first} and turn {second}")
+                }
+                (FileState::Absent, None) => format!("deleted since turn {}", file.turn),
+                (FileState::File { .. } | FileState::Symlink { .. }, None) => {
                     format!("changed since turn {}", file.turn)
                 }
             };
             conflicts.push(Conflict { path: path.clone(), reason });
+        } else if let FileState::Unsaved { reason } = &now {
+            // What the turn left cannot be saved or written over (a directory, a path
+            // through a symlink now): listed, never touched.
+            conflicts.push(Conflict { path: path.clone(), reason: format!("{reason} now") });
         }
         work.push((path, file, now, changed_since));
     }
     if (!conflicts.is_empty() || !skipped.is_empty()) && !options.force {
-        conflicts.extend(skipped);
-        return Err(UndoError::Conflicts { turns, files: conflicts });
+        return Err(UndoError::Conflicts { turns, files: conflicts, unsaved: skipped });
     }
     // A forced undo cannot write over a directory or something else unsaved either.
     work.retain(|(path, _, now, _)| match now {
@@ -269,6 +310,9 @@ fn plan(
                 planned
                     .entry(change.path.clone())
                     .and_modify(|file| {
+                        if file.outside.is_none() && file.after != change.before {
+                            file.outside = Some((file.turn, *turn));
+                        }
                         file.after = change.after.clone();
                         file.turn = *turn;
                     })
@@ -277,6 +321,7 @@ fn plan(
                         before_session: files.session.clone(),
                         after: change.after.clone(),
                         turn: *turn,
+                        outside: None,
                     });
             }
         }

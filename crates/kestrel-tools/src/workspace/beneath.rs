@@ -74,6 +74,103 @@ impl Place {
         Self::open_resolved(workspace, path, target, false, &mut Vec::new())
     }
 
+    /// Opens the directory holding `path` (absolute) refusing every symlink on the way
+    /// from `/`, so what is read, replaced or removed there is the entry the path names
+    /// lexically, never one a swapped-in directory symlink leads to (ELOOP/ENOTDIR for a
+    /// symlink). With `create`, missing directories are made inside their parent's
+    /// descriptor. The last component is not followed. For checkpoints and undo.
+    pub(crate) fn open_no_symlinks(path: &Path, create: bool) -> io::Result<Self> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no file", path.display()),
+            ));
+        };
+        let mut names = Vec::new();
+        for component in parent.components() {
+            match component {
+                Component::Normal(name) => names.push(c_name(name)?),
+                Component::RootDir => {}
+                Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{} is not a plain absolute path", path.display()),
+                    ));
+                }
+            }
+        }
+        let mut directory = open_directory(Path::new("/"))?;
+        for index in 0..names.len() {
+            directory = match walk_without_symlinks(&directory, &names[index..=index]) {
+                Err(error) if error.kind() == io::ErrorKind::NotFound && create => {
+                    // SAFETY: a live descriptor and a NUL-terminated name.
+                    let done = unsafe {
+                        libc::mkdirat(directory.as_raw_fd(), names[index].as_ptr(), 0o777)
+                    };
+                    if done != 0 {
+                        let error = io::Error::last_os_error();
+                        if error.kind() != io::ErrorKind::AlreadyExists {
+                            return Err(error);
+                        }
+                    }
+                    walk_without_symlinks(&directory, &names[index..=index])?
+                }
+                other => other?,
+            };
+        }
+        Ok(Self { directory, name: c_name(name)?, path: path.to_path_buf() })
+    }
+
+    /// The entry's own status (a symlink is not followed); `None` when nothing is there.
+    pub(crate) fn entry_status(&self) -> io::Result<Option<libc::stat>> {
+        // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a live descriptor, a NUL-terminated name and a writable stat.
+        let done = unsafe {
+            libc::fstatat(
+                self.directory.as_raw_fd(),
+                self.name.as_ptr(),
+                &mut stat,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if done != 0 {
+            let error = io::Error::last_os_error();
+            return if error.kind() == io::ErrorKind::NotFound { Ok(None) } else { Err(error) };
+        }
+        Ok(Some(stat))
+    }
+
+    /// Where the entry, a symlink, points.
+    pub(crate) fn read_link(&self) -> io::Result<PathBuf> {
+        let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
+        // SAFETY: a live descriptor, a NUL-terminated name and a buffer of the size passed.
+        let read = unsafe {
+            libc::readlinkat(
+                self.directory.as_raw_fd(),
+                self.name.as_ptr(),
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+            )
+        };
+        let read = usize::try_from(read).map_err(|_| io::Error::last_os_error())?;
+        buffer.truncate(read);
+        Ok(PathBuf::from(OsStr::from_bytes(&buffer)))
+    }
+
+    /// Creates the entry as a symlink to `target` (nothing may be there).
+    pub(crate) fn make_symlink(&self, target: &Path) -> io::Result<()> {
+        let target = c_name(target.as_os_str())?;
+        // SAFETY: two NUL-terminated names and a live descriptor.
+        let done = unsafe {
+            libc::symlinkat(target.as_ptr(), self.directory.as_raw_fd(), self.name.as_ptr())
+        };
+        if done != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn open_resolved(
         workspace: Option<&Path>,
         path: &Path,
