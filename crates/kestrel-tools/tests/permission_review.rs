@@ -468,6 +468,9 @@ fn quoting_the_parser_got_wrong_no_longer_hides_a_command() {
         "echo $\\\n{x:='$(touch X)'} $\\\n{x@P}",
         "echo a$\\\n(touch X)",
         "echo hi >\\\n> X",
+        "echo a &\\\n& touch X",
+        "echo a |\\\n| touch X",
+        "echo $(\\\n(x))",
         // In backquotes inside "...", `\"` is a plain quote.
         "echo \"`echo \\\" ' \\\" ; touch X ; \\\" ' \\\"`\"",
         // bash reads the delimiter `$'E\x4fF'` as `EOF`, and `$X` as written.
@@ -496,6 +499,7 @@ fn quoting_the_parser_got_wrong_no_longer_hides_a_command() {
         "echo \"$\" '$' \"a $ b\"",
         "echo \"$HOME\" a\\\nb",
         "ls \\\n  -la \\\n  src",
+        "ls &&\\\n  pwd |\\\n  wc -l;\\\nls",
         "echo \"`echo hi`\"",
         "cat <<'EOF'\n$(not run)\nEOF",
         "cat <<\\EOF\n$(not run)\nEOF",

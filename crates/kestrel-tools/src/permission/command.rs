@@ -143,12 +143,16 @@ impl Parser {
             match self.peek() {
                 Some(' ' | '\t') => self.pos += 1,
                 // bash removes a backslash-newline before it splits words, which joins
-                // what is on either side (`$\` + `(cmd)` is `$(cmd)`). After a blank
-                // nothing joins; elsewhere the word or operator that continues is refused.
+                // what is on either side (`$\` + `(cmd)` is `$(cmd)`). After a blank or
+                // an operator (`&&\`) it joins nothing a word could not start with, or
+                // an operator the next step refuses (`&\` + `&`); inside a word, see `word`.
                 Some('\\')
                     if self.peek_at(1) == Some('\n')
                         && (self.pos == 0
-                            || matches!(self.chars[self.pos - 1], ' ' | '\t' | '\n')) =>
+                            || matches!(
+                                self.chars[self.pos - 1],
+                                ' ' | '\t' | '\n' | ';' | '&' | '|'
+                            )) =>
                 {
                     self.pos += 2
                 }
