@@ -1,8 +1,8 @@
 //! Permission requests: a worker's `session/request_permission` goes to every attached
 //! client and the first answer wins; with no client attached it waits, and is shown to
 //! the next client that attaches. A client that goes away without answering is no answer.
-//! A subagent's request also goes to the clients of its parent and their ancestors (an
-//! editor follows the parent only), naming the subagent.
+//! A subagent's request also goes to the plain ACP clients of its parent and their
+//! ancestors (an editor follows the parent only), naming the subagent.
 
 use crate::client_link::ClientLink;
 use crate::messages;
@@ -47,7 +47,8 @@ pub(crate) fn ask_all(
 /// Asks the clients of `session`'s ancestors (live in the daemon) its waiting request:
 /// an editor attached to the parent only would never see it, and the parent's `task`
 /// would wait forever. Each gets it under the session id it knows, with the subagent
-/// named in the title and in `_meta.kestrel.childSessionId`.
+/// named in the title and in `_meta.kestrel.childSessionId`. Clients that take Kestrel's
+/// notices are left out: they attach to children themselves.
 fn offer_to_ancestors(
     router: &Router,
     session: &Arc<LiveSession>,
@@ -59,7 +60,9 @@ fn offer_to_ancestors(
     for ancestor_id in ancestors(router, child_id) {
         let Some(ancestor) = router.session(&ancestor_id) else { continue };
         let clients: Vec<Arc<ClientLink>> = ancestor.state().clients.values().cloned().collect();
-        for client in clients {
+        // Kestrel's own clients (those that take its notices: the TUI) follow a parent's
+        // children themselves and are asked when they attach to the child.
+        for client in clients.into_iter().filter(|client| !client.wants_notices()) {
             let fresh = session
                 .state()
                 .permissions
