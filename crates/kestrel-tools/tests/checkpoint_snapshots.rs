@@ -443,3 +443,43 @@ async fn kestrels_own_directory_inside_the_workspace_is_never_snapshotted() {
         assert_eq!(paths, [root.join("a.txt")], "round {round}");
     }
 }
+
+#[tokio::test]
+async fn undo_puts_back_each_file_with_its_own_permission_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    let modes = [("secret.key", 0o600), ("script.sh", 0o750), ("shared.txt", 0o664)];
+    for (name, mode) in modes {
+        fx.write(name, format!("{name}\n"));
+        std::fs::set_permissions(fx.path(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    fx.turn();
+    let files = fx.shell("rm secret.key script.sh && chmod 600 shared.txt").await.unwrap();
+    assert_eq!(relative(&fx, &files), ["script.sh", "secret.key", "shared.txt"]);
+    fx.undo(false).unwrap();
+    for (name, mode) in modes {
+        assert_eq!(fx.read(name).unwrap(), format!("{name}\n"));
+        let now = std::fs::metadata(fx.path(name)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(now, mode, "{name}: {now:o}");
+    }
+}
+
+#[tokio::test]
+async fn in_yolo_a_command_that_deletes_git_leaves_files_undo_says_were_not_saved() {
+    let mut fx = Fixture::new(Mode::Yolo);
+    repository(&fx);
+    fx.turn();
+    fx.shell("rm -rf .git && git init -q && echo rewritten > tracked.txt").await.unwrap();
+    let error = fx.undo(false).unwrap_err();
+    let UndoError::Conflicts { files, unsaved, .. } = &error else { panic!("{error}") };
+    assert!(files.is_empty(), "{error}");
+    assert_eq!(unsaved.len(), 1, "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("tracked.txt") && message.contains("no option restores it"),
+        "{message}"
+    );
+    assert!(!message.contains("rerun with --force"), "{message}");
+    assert_eq!(fx.read("tracked.txt").unwrap(), "rewritten\n");
+}

@@ -190,11 +190,8 @@ impl Checkpointer {
                 Prior::Absent => FileState::Absent,
                 Prior::Link { target } => FileState::Symlink { target },
                 Prior::Unkept { reason } => FileState::Unsaved { reason },
-                Prior::Blob { id, executable } => match saved.get(&id) {
-                    Some(Ok(sha256)) => FileState::File {
-                        sha256: sha256.clone(),
-                        mode: if executable { 0o755 } else { 0o644 },
-                    },
+                Prior::Blob { id, mode } => match saved.get(&id) {
+                    Some(Ok(sha256)) => FileState::File { sha256: sha256.clone(), mode },
                     Some(Err(reason)) => FileState::Unsaved { reason: reason.clone() },
                     None => FileState::Unsaved { reason: "missing from the snapshot".into() },
                 },

@@ -55,7 +55,7 @@ enum Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Prior {
     Absent,
-    Blob { id: String, executable: bool },
+    Blob { id: String, mode: u32 },
     Link { target: PathBuf },
     Unkept { reason: String },
 }
@@ -345,7 +345,7 @@ fn changes(before: &BTreeMap<PathBuf, Entry>, after: &BTreeMap<PathBuf, Entry>) 
 fn same(old: &Entry, new: &Entry) -> bool {
     match (old, new) {
         (Entry::Blob { id: a, stamp: sa }, Entry::Blob { id: b, stamp: sb }) => {
-            a == b && sa.executable == sb.executable
+            a == b && sa.mode == sb.mode
         }
         (Entry::Link { target: a }, Entry::Link { target: b }) => a == b,
         (Entry::Unkept { stamp: Some(a), .. }, Entry::Blob { stamp: b, .. })
@@ -368,7 +368,7 @@ fn still_there(path: &Path, entry: &Entry) -> bool {
 
 fn prior(entry: &Entry) -> Prior {
     match entry {
-        Entry::Blob { id, stamp } => Prior::Blob { id: id.clone(), executable: stamp.executable },
+        Entry::Blob { id, stamp } => Prior::Blob { id: id.clone(), mode: stamp.mode },
         Entry::Link { target } => Prior::Link { target: target.clone() },
         Entry::Unkept { reason, .. } => Prior::Unkept { reason: reason.clone() },
     }

@@ -27,7 +27,8 @@ pub(crate) struct Stamp {
     pub mtime_ns: i128,
     pub ctime_ns: i128,
     pub inode: u64,
-    pub executable: bool,
+    /// Permission bits (`mode & 0o7777`): undo puts them back as they were.
+    pub mode: u32,
 }
 
 impl Stamp {
@@ -42,7 +43,7 @@ impl Stamp {
                 ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000
                     + i128::from(metadata.ctime_nsec()),
                 inode: metadata.ino(),
-                executable: metadata.mode() & 0o111 != 0,
+                mode: metadata.mode() & 0o7777,
             }
         }
         #[cfg(not(unix))]
@@ -52,7 +53,7 @@ impl Stamp {
                 .ok()
                 .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |elapsed| elapsed.as_nanos() as i128);
-            Self { size: metadata.len(), mtime_ns, ctime_ns: 0, inode: 0, executable: false }
+            Self { size: metadata.len(), mtime_ns, ctime_ns: 0, inode: 0, mode: 0o644 }
         }
     }
 }
