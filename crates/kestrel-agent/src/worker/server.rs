@@ -143,7 +143,7 @@ impl Server {
             return self.compact(id, params);
         }
         if method == acp::kestrel::SESSION_UNDO {
-            return Reply::Now(self.undo(params));
+            return self.undo(id, params);
         }
         if method.starts_with('_') {
             return Reply::Now(Err(RpcError::method_not_found(&method)));
@@ -440,20 +440,57 @@ impl Server {
     }
 
     /// `_kestrel/session/undo`: puts back the files of the last turns, between turns.
-    fn undo(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::kestrel::UndoSessionRequest =
-            serde_json::from_value(params).map_err(|error| {
+    /// The undo reads and writes files, so it runs on a blocking thread and the session
+    /// comes back like a finished turn: the message loop keeps answering meanwhile.
+    fn undo(&mut self, id: RequestId, params: Value) -> Reply {
+        let request: acp::kestrel::UndoSessionRequest = match serde_json::from_value(params) {
+            Ok(request) => request,
+            Err(error) => {
                 let method = acp::kestrel::SESSION_UNDO;
-                RpcError::invalid_params(format!("invalid params for {method}: {error}"))
-            })?;
-        let options = kestrel_tools::checkpoint::undo_options(&request)?;
-        let live = live_session(&mut self.live, &request.session_id)?;
-        let Turn::Idle(session) = &mut live.turn else {
-            let message = format!("a prompt is running in session {}: undo after it ends", live.id);
-            return Err(RpcError::new(RpcError::INVALID_REQUEST, message));
+                let message = format!("invalid params for {method}: {error}");
+                return Reply::Now(Err(RpcError::invalid_params(message)));
+            }
         };
-        let report = session.undo(&options).map_err(UndoError::into_rpc)?;
-        json(report.into_response())
+        let options = match kestrel_tools::checkpoint::undo_options(&request) {
+            Ok(options) => options,
+            Err(error) => return Reply::Now(Err(error)),
+        };
+        let live = match live_session(&mut self.live, &request.session_id) {
+            Ok(live) => live,
+            Err(error) => return Reply::Now(Err(error)),
+        };
+        let cancel = CancellationToken::new();
+        let mut session = match std::mem::replace(&mut live.turn, Turn::Running { cancel }) {
+            Turn::Idle(session) => session,
+            running @ Turn::Running { .. } => {
+                live.turn = running;
+                let message =
+                    format!("a prompt is running in session {}: undo after it ends", live.id);
+                return Reply::Now(Err(RpcError::new(RpcError::INVALID_REQUEST, message)));
+            }
+        };
+        let (finished, outbox) = (self.finished.clone(), self.outbox.clone());
+        tokio::spawn(async move {
+            let done = tokio::task::spawn_blocking(move || {
+                let result = session.undo(&options);
+                (session, result)
+            })
+            .await;
+            let (session, result) = match done {
+                Ok(done) => done,
+                Err(error) => {
+                    // The undo panicked and took the session with it: say so; the worker
+                    // cannot run this session any more.
+                    let message = format!("undo failed: {error}; restart the session");
+                    outbox.respond(id, Err(RpcError::internal(message))).await;
+                    return;
+                }
+            };
+            let result =
+                result.map_err(UndoError::into_rpc).and_then(|report| json(report.into_response()));
+            let _ = finished.send(TurnDone { session, request: id, result }).await;
+        });
+        Reply::Later
     }
 
     async fn history(&mut self, id: RequestId, params: Value) -> Reply {
