@@ -174,6 +174,10 @@ fn a_pasted_image_path_is_sent_as_an_image() {
         0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
     ];
     std::fs::write(test.work_file("shot.png"), png).unwrap();
+    // No catalog knows the scripted model: config says it takes images.
+    let config = std::fs::read_to_string(test.env.home.path().join("config.toml")).unwrap();
+    let config = config.replace("[providers.scripted]\n", "[providers.scripted]\nimages = true\n");
+    test.env.write_config(&config);
     test.start(&[]);
     test.wait("● daemon ready");
     test.type_text("what is in ");
