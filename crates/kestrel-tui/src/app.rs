@@ -253,6 +253,15 @@ impl App {
         }
     }
 
+    /// The session this UI shows or is loading: a permission request the daemon re-sends
+    /// while `session/load` runs is this session's, not a stranger's.
+    pub(crate) fn shown_session_id(&self) -> Option<&str> {
+        match &self.session {
+            SessionState::Open(id) | SessionState::Opening(Some(id)) => Some(id),
+            SessionState::None | SessionState::Opening(None) => None,
+        }
+    }
+
     /// Whether periodic redraws are needed (the working indicator moves).
     pub(crate) fn animating(&self) -> bool {
         let working = (self.turn.is_some() || self.compacting) && self.approvals.is_empty();

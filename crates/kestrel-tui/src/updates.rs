@@ -61,7 +61,7 @@ impl App {
                         let mut approval = Approval::new(request.id, permission, &self.cwd);
                         let child = self.children.contains_key(&approval.session_id);
                         approval.from_subagent = child;
-                        if child || self.session_id() == Some(approval.session_id.as_str()) {
+                        if child || self.shown_session_id() == Some(approval.session_id.as_str()) {
                             self.approvals.push_back(approval);
                             self.bell = true;
                             self.urgent = true;
