@@ -130,3 +130,37 @@ impl ChildSession for ClientChild {
         Box::pin(self.run(cancel))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kestrel_protocol::jsonrpc::Incoming;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_child_whose_start_was_given_up_on_is_cancelled_when_its_id_comes() {
+        let (worker_end, daemon_end) = tokio::io::duplex(64 * 1024);
+        let (worker_read, worker_write) = tokio::io::split(worker_end);
+        let (daemon_read, daemon_write) = tokio::io::split(daemon_end);
+        let (worker, _worker_incoming) = Connection::start(worker_read, worker_write);
+        let (daemon, mut daemon_incoming) = Connection::start(daemon_read, daemon_write);
+        let asking = worker.clone();
+        let asked =
+            tokio::spawn(
+                async move { asking.request(acp::kestrel::SESSION_SPAWN, json!({})).await },
+            );
+        // The worker stops waiting; the daemon answers late.
+        cancel_when_started(worker.clone(), asked);
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(10), daemon_incoming.recv())
+                .await
+                .expect("a message within the bound")
+                .expect("the connection is open")
+        };
+        let Incoming::Request(spawn) = next().await else { panic!("the spawn request first") };
+        daemon.respond(spawn.id, Ok(json!({"sessionId": "late-child"}))).await.unwrap();
+        let Incoming::Notification(cancel) = next().await else { panic!("a notification") };
+        assert_eq!(cancel.method, acp::AGENT_METHOD_NAMES.session_cancel);
+        assert_eq!(cancel.params, json!({"sessionId": "late-child"}));
+    }
+}
