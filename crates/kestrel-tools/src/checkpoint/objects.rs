@@ -19,8 +19,15 @@ use tokio::process::Command;
 
 /// No object larger than this is read back (no snapshotted file is larger).
 const MAX_READ_BYTES: u64 = super::snapshot::MAX_HASHED_BYTES;
-/// No git command may hold a call up longer than this.
-const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// No git command may hold a call up longer than this, plus a second per 100 objects
+/// it handles ([`timeout_for`]): a store that blocks (a FIFO planted where git reads)
+/// fails the snapshot in seconds, not minutes.
+const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a git command handling `items` objects or paths may take.
+fn timeout_for(items: usize) -> Duration {
+    GIT_TIMEOUT + Duration::from_secs(u64::try_from(items / 100).unwrap_or(u64::MAX))
+}
 
 /// Which hash names objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +96,31 @@ fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Whether every `info/alternates` file git would read starting at the object directory
+/// `objects` (the chain it names, as deep as git follows) is absent or a regular file
+/// of sane size, so that git reading them cannot block or be led into a device.
+pub(crate) fn alternates_are_regular(objects: &Path) -> bool {
+    fn check(objects: &Path, depth: usize) -> bool {
+        let path = objects.join("info").join("alternates");
+        let metadata = match std::fs::symlink_metadata(&path) {
+            Ok(metadata) => metadata,
+            Err(error) => return error.kind() == std::io::ErrorKind::NotFound,
+        };
+        if !metadata.is_file() || metadata.len() > 1024 * 1024 || depth >= 5 {
+            return false;
+        }
+        let mut text = String::new();
+        if open_regular(&path).and_then(|mut file| file.read_to_string(&mut text)).is_err() {
+            return false;
+        }
+        text.lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .all(|line| check(&objects.join(line), depth + 1))
+    }
+    check(objects, 0)
+}
+
 /// A bare repository of our own holding snapshot content.
 #[derive(Debug)]
 pub(crate) struct ObjectStore {
@@ -109,6 +141,7 @@ impl ObjectStore {
         let probe = run(
             plain_git(workspace).args(["rev-parse", "--git-common-dir", "--show-object-format"]),
             None,
+            0,
         )
         .await;
         let (user_objects, format) = match probe {
@@ -131,7 +164,7 @@ impl ObjectStore {
             if format == ObjectFormat::Sha256 {
                 init.arg("--object-format=sha256");
             }
-            run(init.arg(git_dir), None).await?;
+            run(init.arg(git_dir), None, 0).await?;
         }
         Ok((Self { git_dir: git_dir.to_path_buf(), format }, user_objects))
     }
@@ -163,7 +196,8 @@ impl ObjectStore {
             input.extend_from_slice(id.as_bytes());
             input.push(b'\n');
         }
-        let output = run(self.git().args(["cat-file", "--batch-check"]), Some(input)).await?;
+        let output =
+            run(self.git().args(["cat-file", "--batch-check"]), Some(input), ids.len()).await?;
         Ok(String::from_utf8_lossy(&output)
             .lines()
             .filter_map(|line| line.strip_suffix(" missing"))
@@ -178,7 +212,8 @@ impl ObjectStore {
             input.extend_from_slice(id.as_bytes());
             input.push(b'\n');
         }
-        let output = run(self.git().args(["cat-file", "--batch-check"]), Some(input)).await?;
+        let output =
+            run(self.git().args(["cat-file", "--batch-check"]), Some(input), ids.len()).await?;
         Ok(String::from_utf8_lossy(&output)
             .lines()
             .filter_map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
@@ -202,6 +237,7 @@ impl ObjectStore {
         let output = run(
             self.git().args(["hash-object", "-w", "--no-filters", "--stdin-paths"]),
             Some(input),
+            paths.len(),
         )
         .await?;
         let ids: Vec<String> =
@@ -227,9 +263,12 @@ impl ObjectStore {
         .await
         .map_err(|error| error.to_string())?
         .map_err(|error| format!("{}: {error}", path.display()))?;
-        let output =
-            run(self.git().args(["hash-object", "-w", "--no-filters", "--stdin"]), Some(content))
-                .await?;
+        let output = run(
+            self.git().args(["hash-object", "-w", "--no-filters", "--stdin"]),
+            Some(content),
+            1,
+        )
+        .await?;
         Ok(String::from_utf8_lossy(&output).trim().to_string())
     }
 
@@ -300,7 +339,7 @@ impl ObjectStore {
             }
             Ok::<(), String>(())
         };
-        let result = tokio::time::timeout(GIT_TIMEOUT, read)
+        let result = tokio::time::timeout(timeout_for(ids.len()), read)
             .await
             .map_err(|_| "git took too long".to_string())?;
         let _ = feed.await;
@@ -339,7 +378,11 @@ fn plain_git(dir: &Path) -> Command {
 }
 
 /// Runs a git command with `input` on its stdin; its stdout, or its stderr as the error.
-async fn run(command: &mut Command, input: Option<Vec<u8>>) -> Result<Vec<u8>, String> {
+async fn run(
+    command: &mut Command,
+    input: Option<Vec<u8>>,
+    items: usize,
+) -> Result<Vec<u8>, String> {
     if input.is_some() {
         command.stdin(Stdio::piped());
     }
@@ -350,7 +393,7 @@ async fn run(command: &mut Command, input: Option<Vec<u8>>) -> Result<Vec<u8>, S
         })),
         _ => None,
     };
-    let output = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
+    let output = tokio::time::timeout(timeout_for(items), child.wait_with_output())
         .await
         .map_err(|_| "git took too long".to_string())?
         .map_err(|error| format!("cannot run git: {error}"))?;

@@ -137,12 +137,15 @@ impl Snapshotter {
                 return Err(reason);
             }
         };
-        let mut alternates: Vec<PathBuf> = self.user_objects.iter().cloned().collect();
-        for dir in walked.object_dirs {
-            if !alternates.contains(&dir) {
-                alternates.push(dir);
-            }
-        }
+        // Only the workspace repository's own store, and only while the alternates
+        // files git would read from it are regular files: a FIFO there blocks git. The
+        // content of repositories nested inside is copied like untracked content.
+        let alternates: Vec<PathBuf> = self
+            .user_objects
+            .iter()
+            .filter(|objects| super::objects::alternates_are_regular(objects))
+            .cloned()
+            .collect();
         self.store.set_alternates(&alternates)?;
 
         let mut entries = BTreeMap::new();

@@ -84,10 +84,7 @@ pub(crate) enum Found {
 
 /// An entry the (parallel) walk visited: not ignored.
 enum Visited {
-    Dir {
-        path: PathBuf,
-        objects: Option<PathBuf>,
-    },
+    Dir(PathBuf),
     Link(PathBuf),
     File(PathBuf, Option<std::fs::Metadata>),
     /// A socket, a FIFO, a device: never snapshotted.
@@ -98,8 +95,6 @@ enum Visited {
 #[derive(Debug, Default)]
 pub(crate) struct Walk {
     pub found: Vec<Found>,
-    /// Object directories of repositories inside the workspace.
-    pub object_dirs: Vec<PathBuf>,
 }
 
 /// Walks `workspace`, leaving out `excluded` (our own directory, when inside it).
@@ -125,7 +120,7 @@ pub(crate) fn walk(
             let Some(kind) = entry.file_type() else { return WalkState::Continue };
             let path = entry.path().to_path_buf();
             let item = if kind.is_dir() {
-                Visited::Dir { objects: object_dir(&path.join(".git")), path }
+                Visited::Dir(path)
             } else if kind.is_symlink() {
                 Visited::Link(path)
             } else if kind.is_file() {
@@ -148,8 +143,7 @@ pub(crate) fn walk(
     let mut dirs = Vec::new();
     for item in visited.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
         match item {
-            Visited::Dir { path, objects } => {
-                walk.object_dirs.extend(objects);
+            Visited::Dir(path) => {
                 dirs.push(path.clone());
                 seen.insert(path);
             }
@@ -265,25 +259,4 @@ fn small_dir(dir: &Path, excluded: Option<&Path>, limit: usize) -> Option<Vec<Fo
         }
     }
     Some(found)
-}
-
-/// The object directory of the repository whose `.git` is `dot_git` (a directory, or a
-/// file naming one as worktrees and submodules have), if there is one.
-pub(crate) fn object_dir(dot_git: &Path) -> Option<PathBuf> {
-    let metadata = std::fs::symlink_metadata(dot_git).ok()?;
-    let git_dir = if metadata.is_dir() {
-        dot_git.to_path_buf()
-    } else if metadata.is_file() {
-        let text = std::fs::read_to_string(dot_git).ok()?;
-        let named = text.strip_prefix("gitdir:")?.trim();
-        dot_git.parent()?.join(named)
-    } else {
-        return None;
-    };
-    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(text) => git_dir.join(text.trim()),
-        Err(_) => git_dir,
-    };
-    let objects = common.join("objects");
-    objects.is_dir().then(|| objects.canonicalize().unwrap_or(objects))
 }
