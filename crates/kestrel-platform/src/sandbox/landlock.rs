@@ -85,8 +85,8 @@ pub(super) fn abi_version() -> Result<u32, String> {
     })
 }
 
-/// Whether a command can be confined here with this network setting: starts `bash -lc :`
-/// through every step of the child's setup (namespaces, mounts, Landlock, capabilities,
+/// Whether a command can be confined here with this network setting: starts `sh -c :`
+/// (not the login shell: a user's profile can cost 100+ ms) through every step of the child's setup (namespaces, mounts, Landlock, capabilities,
 /// seccomp). Probed once per setting. Fails with the OS error of the step that failed.
 pub(super) fn probe(abi: u32, network: bool) -> Result<(), String> {
     static WITH_NETWORK: OnceLock<Result<(), String>> = OnceLock::new();
@@ -94,8 +94,10 @@ pub(super) fn probe(abi: u32, network: bool) -> Result<(), String> {
     let cell = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
     cell.get_or_init(|| {
         let policy = SandboxPolicy::read_only(network);
-        let mut command = command(abi, ":", &policy).map_err(|error| error.to_string())?;
-        // A failed setup step fails the spawn; the exit code is the user's profile's.
+        let mut plain = Command::new("sh");
+        plain.args(["-c", ":"]);
+        let mut command = confined(abi, plain, &policy).map_err(|error| error.to_string())?;
+        // A failed setup step fails the spawn; the exit code does not matter.
         command
             .as_std_mut()
             .stdin(Stdio::null())
@@ -136,11 +138,15 @@ fn file_rights(abi: u32) -> u64 {
 
 /// `bash -lc SCRIPT` that confines itself to `policy` before it execs.
 pub(super) fn command(abi: u32, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
+    confined(abi, crate::process::shell_command(script), policy)
+}
+
+/// `command`, made to confine itself to `policy` before it execs.
+fn confined(abi: u32, mut command: Command, policy: &SandboxPolicy) -> io::Result<Command> {
     let ruleset = Arc::new(ruleset(abi, &policy.writable)?);
     let namespaces = Namespaces::new(policy.network, true)?;
     let tree = ReadOnlyTree::new(&policy.writable, &policy.protected_paths())?;
     let filter = SocketFilter::new();
-    let mut command = crate::process::shell_command(script);
     let hook = move || -> io::Result<()> {
         // SAFETY: this runs in the forked child before exec, on data prepared before the
         // fork (see each function's contract); the order matters: mounts need the
