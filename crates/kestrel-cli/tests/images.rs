@@ -213,3 +213,24 @@ async fn switching_to_a_model_that_takes_no_images_replaces_earlier_images_with_
     assert!(!second.contains("iVBORw0KGgo") && !second.contains("image_url"), "{second}");
     assert!(second.contains("[image: image/png] (The image was not sent"), "{second}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_image_no_provider_takes_is_refused_and_the_session_goes_on() {
+    let test = DaemonTest::new(Script::new([Step::text("Fine without it.")]));
+    cache_catalog(&test.env, VISION_CATALOG);
+    let client = test.client().await;
+    let session = client.new_session(&test.env.work_path()).await;
+    let svg = json!([
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
+    ]);
+    let error = client
+        .request("session/prompt", json!({"sessionId": session, "prompt": svg}))
+        .await
+        .unwrap_err();
+    assert!(error.message.contains("an image in the prompt cannot be sent"), "{error:?}");
+    assert!(error.message.contains("image/svg+xml"), "{error:?}");
+    let answer = client.prompt(&session, "then just text").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    assert_eq!(model_requests(&test.env).len(), 1);
+}

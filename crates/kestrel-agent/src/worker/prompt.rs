@@ -6,7 +6,8 @@ use kestrel_model::ContentPart;
 use kestrel_protocol::acp;
 
 /// The model content of a prompt. Fails, with a message for the client, on an empty
-/// prompt and on content the models cannot take (audio, an image without data).
+/// prompt and on content the models cannot take (audio, an image without data or one
+/// no provider takes: see `kestrel_tools::checked_image`).
 pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentPart>, String> {
     let mut parts = Vec::new();
     let mut text = String::new();
@@ -31,10 +32,7 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
                     match resource.mime_type.as_deref() {
                         Some(mime) if mime.starts_with("image/") => {
                             flush(&mut text, &mut parts);
-                            parts.push(ContentPart::Image {
-                                media_type: mime.to_string(),
-                                data: resource.blob.clone(),
-                            });
+                            parts.push(image_part(mime, &resource.blob)?);
                         }
                         Some(_) | None => text.push_str(&format!(
                             "[binary resource {} left out: only text and images can be sent]",
@@ -52,10 +50,7 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
                     );
                 }
                 flush(&mut text, &mut parts);
-                parts.push(ContentPart::Image {
-                    media_type: image.mime_type.clone(),
-                    data: image.data.clone(),
-                });
+                parts.push(image_part(&image.mime_type, &image.data)?);
             }
             acp::ContentBlock::Audio(_) => {
                 return Err("audio prompts are not supported: send text or images".into());
@@ -72,6 +67,14 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
         return Err("the prompt is empty".into());
     }
     Ok(parts)
+}
+
+/// An image of the prompt, checked as tool images are: one a provider refuses would stay
+/// in the history and fail every later request, so the prompt is refused instead.
+fn image_part(mime: &str, data: &str) -> Result<ContentPart, String> {
+    let image = kestrel_tools::checked_image(mime, data)
+        .map_err(|why| format!("an image in the prompt cannot be sent: {why}"))?;
+    Ok(ContentPart::Image { media_type: image.media_type, data: image.data })
 }
 
 fn flush(text: &mut String, parts: &mut Vec<ContentPart>) {
@@ -95,7 +98,7 @@ mod tests {
             {"type": "text", "text": "look at "},
             {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
             {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}\n"}},
-            {"type": "image", "mimeType": "image/png", "data": "iVBO"},
+            {"type": "image", "mimeType": "image/png", "data": PNG},
             {"type": "text", "text": "and this"}
         ]));
         assert_eq!(
@@ -105,10 +108,32 @@ mod tests {
                     "look at [a.rs](file:///w/a.rs)\n<resource uri=\"file:///w/b.rs\">\nfn b() {}\n</resource>\n"
                         .into()
                 ),
-                ContentPart::Image { media_type: "image/png".into(), data: "iVBO".into() },
+                ContentPart::Image { media_type: "image/png".into(), data: PNG.into() },
                 ContentPart::Text("and this".into()),
             ]
         );
+    }
+
+    /// A 1×1 PNG, base64.
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
+
+    #[test]
+    fn images_no_provider_takes_are_refused_saying_why() {
+        let cases = [
+            ("image/svg+xml", PNG, "not an image type models take"),
+            ("image/jpg", PNG, "not an image type models take"),
+            ("image/png", "not base64", "not valid base64"),
+            ("image/jpeg", PNG, "not the declared image/jpeg"),
+        ];
+        for (mime, data, expected) in cases {
+            let prompt = blocks(json!([{"type": "image", "mimeType": mime, "data": data}]));
+            let error = content_parts(&prompt).unwrap_err();
+            assert!(error.starts_with("an image in the prompt cannot be sent: "), "{error}");
+            assert!(error.contains(expected), "{mime}: {error}");
+        }
+        let blob = blocks(json!([{"type": "resource", "resource":
+            {"uri": "file:///w/a.bmp", "blob": PNG, "mimeType": "image/bmp"}}]));
+        assert!(content_parts(&blob).unwrap_err().contains("not an image type models take"));
     }
 
     #[test]
