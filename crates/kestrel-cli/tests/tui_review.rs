@@ -8,12 +8,30 @@
 mod common;
 mod tui_support;
 
-use kestrel_testkit::{Key, Script, Step};
+use kestrel_testkit::{Fault, Key, Script, Step};
 use serde_json::json;
 use tui_support::TuiTest;
 
 fn touch(file: &str) -> Step {
     Step::tool_call("shell", json!({"command": format!("touch {file}")}))
+}
+
+fn slow_text(words: usize, delay_ms: u64) -> Step {
+    let text: String = (1..=words).map(|n| format!("word{n} ")).collect();
+    Step::text(&text).with_fault(Fault::SlowChunks { delay_ms })
+}
+
+/// Waits (bounded) until the record at `path` contains `needle`.
+fn wait_for_record(path: &std::path::Path, needle: &str) {
+    let deadline = std::time::Instant::now() + tui_support::WAIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{needle} never reached {path:?}: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// The id of the only session (its record's file name).
@@ -44,4 +62,40 @@ fn a_waiting_approval_is_shown_to_the_next_tui_and_can_be_answered() {
     test.press(Key::Enter);
     test.wait("Made it.");
     assert!(test.work_file("made-by-tool.txt").exists(), "the call ran once allowed");
+}
+
+#[test]
+fn new_keeps_the_turn_running_and_puts_queued_prompts_back_in_the_composer() {
+    let script = Script::new([slow_text(30, 60), Step::text("Second answer.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("first");
+    test.wait("word2");
+    test.send("queued one");
+    test.wait("↳ queued: queued one");
+    test.send("/new");
+    test.wait_until("the queued prompt back in the composer", |screen| {
+        screen.lines().any(|row| row.starts_with("› queued one"))
+    });
+    let screen = test.settled();
+    assert!(!screen.contains("interrupted"), "{screen}");
+    // The left session's turn runs to its end in the daemon.
+    let first = test.env.records()[0].clone();
+    wait_for_record(&first, "word30");
+    test.press(kestrel_testkit::Key::Enter);
+    test.wait("Second answer.");
+    let sent = test.env.requests()[1].body.to_string();
+    assert!(sent.contains("queued one") && !sent.contains("word1"), "a new session: {sent}");
+}
+
+#[test]
+fn a_session_that_cannot_open_leaves_the_typed_prompt_in_the_composer() {
+    let mut test = TuiTest::new(Script::new([]));
+    test.env.write_config("model = \"nosuch/model\"\n");
+    test.start(&[]);
+    test.send("keep this text");
+    test.wait("could not open the session");
+    test.wait_until("the prompt back in the composer", |screen| {
+        screen.lines().any(|row| row.starts_with("› keep this text"))
+    });
 }

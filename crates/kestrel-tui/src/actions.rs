@@ -361,16 +361,15 @@ impl App {
         self.open_session_if_needed();
     }
 
+    /// Detaches from the session: a running turn goes on in the daemon (a waiting
+    /// approval is shown to the next client); prompts queued here go back to the composer.
     fn leave_session(&mut self) {
-        if self.turn.is_some() {
-            self.interrupt();
-        }
         if let (Some(connection), SessionState::Open(id)) = (&self.connection, &self.session) {
             client::detach(connection, id);
         }
         self.session = SessionState::None;
         self.turn = None;
-        self.queue.clear();
+        self.requeue_into_composer();
         self.approvals.clear();
         self.modes = None;
         self.config_options.clear();

@@ -346,7 +346,7 @@ impl App {
                     });
                     return;
                 }
-                self.queue.clear();
+                self.requeue_into_composer();
                 self.notice(NoticeLevel::Error, format!("could not open the session: {message}"));
             }
             AppEvent::Compacted { session_id, result } => {
@@ -573,6 +573,19 @@ impl App {
     pub(crate) fn send_prompt(&mut self, prompt: Prompt) {
         self.queue.push_back(prompt);
         self.pump();
+    }
+
+    /// Puts the prompts that were never sent back into the composer, before what it
+    /// holds, so nothing typed is lost when they cannot go (a failed open, a left session).
+    pub(crate) fn requeue_into_composer(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut texts: Vec<String> = self.queue.drain(..).map(|prompt| prompt.text).collect();
+        if !self.composer.is_empty() {
+            texts.push(self.composer.text());
+        }
+        self.composer.set_text(&texts.join("\n"));
     }
 
     /// Sends `prompt` now: the running turn is interrupted and the prompt goes first.
