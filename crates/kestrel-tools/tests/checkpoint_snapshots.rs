@@ -504,3 +504,28 @@ async fn a_fifo_planted_as_a_repositorys_alternates_does_not_hold_snapshots_up()
     assert_eq!(fx.read("new.txt").unwrap(), "new\n");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
 }
+
+#[tokio::test]
+async fn ignore_files_cannot_hide_tracked_files_or_hang_or_crash_a_snapshot() {
+    let mut fx = Fixture::new(Mode::Auto);
+    git(&fx.root(), &["init", "-q"]);
+    for index in 0..1_001 {
+        fx.write(&format!("src/{index:04}.rs"), format!("// {index}\n"));
+    }
+    fx.write("src/main.rs", "fn main() {}\n");
+    git(&fx.root(), &["add", "."]);
+    git(&fx.root(), &["commit", "-q", "-m", "init"]);
+    fx.turn();
+    // `.ignore` is not git's: never read. A `.gitignore` of `*` does not hide tracked
+    // files. Ignore files that are FIFOs or links to devices are not read at all.
+    let command = "printf '*\\n' > .ignore && printf '*\\n' > .gitignore \
+                   && mkdir -p sub deep && mkfifo sub/.ignore sub/.gitignore \
+                   && ln -s /dev/zero deep/.gitignore && ln -s /dev/zero deep/.ignore";
+    fx.shell(command).await.unwrap();
+    fx.turn();
+    let files = fx.shell("echo clobbered > src/main.rs && rm src/0005.rs").await.unwrap();
+    assert_eq!(relative(&fx, &files), ["src/0005.rs", "src/main.rs"]);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("src/main.rs").unwrap(), "fn main() {}\n");
+    assert_eq!(fx.read("src/0005.rs").unwrap(), "// 5\n");
+}

@@ -20,6 +20,7 @@
 //! (documented in docs/permissions.md).
 
 mod blobs;
+mod ignores;
 mod objects;
 mod recorder;
 mod snapshot;

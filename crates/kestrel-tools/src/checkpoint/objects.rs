@@ -44,6 +44,14 @@ impl ObjectFormat {
         }
     }
 
+    /// How many bytes an object id has.
+    pub(crate) fn hash_len(self) -> usize {
+        match self {
+            ObjectFormat::Sha1 => 20,
+            ObjectFormat::Sha256 => 32,
+        }
+    }
+
     /// The id git gives a blob of `content`.
     pub(crate) fn blob_id(self, content: &[u8]) -> String {
         let mut context = self.context();

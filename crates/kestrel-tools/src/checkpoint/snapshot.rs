@@ -124,8 +124,9 @@ impl Snapshotter {
         let started_ns = now_ns();
         let (workspace, excluded, max_files) =
             (self.workspace.clone(), self.excluded.clone(), self.max_files);
+        let hash_len = self.store.format.hash_len();
         let walked = tokio::task::spawn_blocking(move || {
-            walk::walk(&workspace, excluded.as_deref(), max_files)
+            walk::walk(&workspace, excluded.as_deref(), max_files, hash_len)
         })
         .await
         .map_err(|error| error.to_string())?;

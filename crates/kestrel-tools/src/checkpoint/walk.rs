@@ -2,16 +2,22 @@
 //! stat data that tells a later walk whether it changed. Files `.gitignore` hides are
 //! walked too, within a budget (a `.env` or a small `build/` matters to the user as much
 //! as tracked code); an ignored directory too large for it (`target/`, `node_modules/`)
-//! is listed as one entry whose content is not kept. `.git` directories are never
-//! entered; the object directories of repositories found inside are reported, so their
-//! content can be reused rather than copied.
+//! is listed as one entry whose content is not kept, with a stamp (mtime and entry
+//! count) that tells a later walk it changed. `.git` directories are never entered.
+//! What is ignored is decided by [`Ignores`] (no ignore file is opened by the `ignore`
+//! crate); the walk gives up after [`WALK_DEADLINE`].
 
+use super::ignores::Ignores;
 use ignore::WalkState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A walk taking longer than this is given up (the call gets no snapshot).
+pub(crate) const WALK_DEADLINE: Duration = Duration::from_secs(60);
 
 /// More files than this (not counting ignored ones) and no snapshot is taken.
 pub(crate) const MAX_FILES: usize = 200_000;
@@ -97,18 +103,32 @@ pub(crate) struct Walk {
     pub found: Vec<Found>,
 }
 
-/// Walks `workspace`, leaving out `excluded` (our own directory, when inside it).
+/// Walks `workspace`, leaving out `excluded` (our own directory, when inside it);
+/// `hash_len`: the byte length of the repository's object ids (for its index).
 ///
-/// Fails when the workspace holds more than `max_files` files that are not ignored.
+/// Fails when the workspace holds more than `max_files` files that are not ignored, or
+/// the walk takes longer than [`WALK_DEADLINE`].
 pub(crate) fn walk(
     workspace: &Path,
     excluded: Option<&Path>,
     max_files: usize,
+    hash_len: usize,
 ) -> Result<Walk, String> {
+    let deadline = Instant::now() + WALK_DEADLINE;
+    let late = std::sync::Arc::new(AtomicBool::new(false));
     let excluded_owned = excluded.map(Path::to_path_buf);
+    let ignores = std::sync::Arc::new(Ignores::new(workspace, hash_len));
     let mut builder = ignore::WalkBuilder::new(workspace);
-    builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |entry| {
-        entry.file_name() != OsStr::new(".git") && excluded_owned.as_deref() != Some(entry.path())
+    let (filter_ignores, filter_late) = (ignores.clone(), late.clone());
+    builder.standard_filters(false).follow_links(false).filter_entry(move |entry| {
+        if Instant::now() > deadline {
+            filter_late.store(true, Ordering::Relaxed);
+            return false;
+        }
+        let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+        entry.file_name() != OsStr::new(".git")
+            && excluded_owned.as_deref() != Some(entry.path())
+            && (entry.depth() == 0 || !filter_ignores.ignored(entry.path(), is_dir))
     });
     // Two threads: the walk is mostly `statx`, which the kernel serves in parallel.
     let visited: Mutex<Vec<Visited>> = Mutex::new(Vec::new());
@@ -135,6 +155,11 @@ pub(crate) fn walk(
             WalkState::Continue
         })
     });
+    let too_late =
+        || format!("walking the workspace took longer than {} s", WALK_DEADLINE.as_secs());
+    if late.load(Ordering::Relaxed) {
+        return Err(too_late());
+    }
     if files.load(Ordering::Relaxed) > max_files {
         return Err(format!("the workspace has more than {max_files} files: too many to snapshot"));
     }
@@ -167,6 +192,9 @@ pub(crate) fn walk(
     // What the walk left out under each directory it entered is ignored.
     let mut budget = MAX_IGNORED_FILES;
     for dir in dirs {
+        if Instant::now() > deadline {
+            return Err(too_late());
+        }
         let Ok(children) = std::fs::read_dir(&dir) else { continue };
         let mut ignored: Vec<PathBuf> = children
             .flatten()
