@@ -1,5 +1,6 @@
-"""TUI start-up in a pty, the RSS of the whole process tree (idle, and after a 50-turn
-session), and Enter to a scripted reply on screen. Until `kestrel` paints a screen these
+"""TUI start-up in a pty, the RSS of the whole process tree (idle before any session,
+idle with a worker after one short turn, and after a 50-turn session, each also per
+process), and Enter to a scripted reply on screen. Until `kestrel` paints a screen these
 rows read "not built yet".
 
 First paint: from spawn to the first printable text on the pty (120x40); the queries a
@@ -34,10 +35,13 @@ TUI_MEASURES = [
     "input-ready (daemon up)",
     "first paint (daemon started on demand)",
     "input-ready (daemon started on demand)",
-    "idle RSS of the tree (TUI + daemon + worker)",
+    "idle RSS: TUI + daemon, no session yet",
+    "idle RSS of the tree with a worker, after 1 turn",
     "idle RSS of the tree after a 50-turn session",
     "Enter to reply on screen",
 ]
+# The per-process rows that follow each tree row of a session.
+ROLES = ("TUI", "daemon", "worker")
 
 
 class PtyRun:
@@ -139,8 +143,7 @@ def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True, when_ready=None)
     return run
 
 
-def tree_rss_mb(root_pids) -> float:
-    """Resident memory (VmRSS) of these processes and all their descendants, in MB."""
+def _children() -> dict:
     children = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -150,20 +153,86 @@ def tree_rss_mb(root_pids) -> float:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total_kb, pending, seen = 0, list(root_pids), set()
+    return children
+
+
+def _descendants(root_pids, children) -> list:
+    pending, seen = list(root_pids), []
     while pending:
         pid = pending.pop()
         if pid in seen:
             continue
-        seen.add(pid)
+        seen.append(pid)
         pending.extend(children.get(pid, []))
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-        except OSError:
+    return seen
+
+
+def memory_kb(pid) -> dict:
+    """VmRSS of one process, and from smaps_rollup its Pss (shared pages divided among
+    the processes mapping them: the binary's text is counted once over the tree, not once
+    per process), its private pages, and the file-backed part of its RSS (mostly the
+    binary's text). Zeros when the process is gone."""
+    memory = {"rss": 0, "pss": 0, "private": 0, "file": 0}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                memory["rss"] = int(line.split()[1])
+        rollup = {}
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+            name, _, value = line.partition(":")
+            rollup[name.strip()] = int(value.split()[0])
+    except (OSError, ValueError, IndexError):
+        return memory
+    memory["pss"] = rollup.get("Pss", 0)
+    memory["private"] = rollup.get("Private_Clean", 0) + rollup.get("Private_Dirty", 0)
+    memory["file"] = rollup.get("Rss", 0) - rollup.get("Anonymous", 0)
+    return memory
+
+
+def tree_rss_mb(root_pids) -> float:
+    """Resident memory (VmRSS) of these processes and all their descendants, in MB."""
+    pids = _descendants(root_pids, _children())
+    return sum(memory_kb(pid)["rss"] for pid in pids) / 1024.0
+
+
+def session_breakdown(tui_pid, daemon_pid) -> dict:
+    """Memory (KB, as `memory_kb`) of the TUI (with any children), the daemon alone,
+    and the daemon's descendants (the worker, and its tools if any run), by role."""
+    children = _children()
+    workers = _descendants(children.get(daemon_pid, []), children)
+    groups = {"TUI": _descendants([tui_pid], children), "daemon": [daemon_pid], "worker": workers}
+    breakdown = {}
+    for role, pids in groups.items():
+        total = {"rss": 0, "pss": 0, "private": 0, "file": 0, "count": 0}
+        for pid in pids:
+            for key, value in memory_kb(pid).items():
+                total[key] += value
+            total["count"] += 1
+        breakdown[role] = total
+    return breakdown
+
+
+def add_breakdown(ctx, measure, breakdowns, note):
+    """The tree row (summed VmRSS) and one row per role, their Pss and private memory
+    (medians over `breakdowns`) in the note."""
+
+    def mb(kb):
+        return kb / 1024.0
+
+    totals = [sum(b[role]["rss"] for role in ROLES) for b in breakdowns]
+    pss = sorted(sum(b[role]["pss"] for role in ROLES) for b in breakdowns)[len(breakdowns) // 2]
+    ctx.results.add("tui", measure, [mb(kb) for kb in totals], "MB",
+                    f"{note}; summed VmRSS; summed Pss {mb(pss):.2f} MB (the binary's shared "
+                    "text counted once)")
+    for role in ROLES:
+        values = [b[role] for b in breakdowns]
+        middle = sorted(values, key=lambda v: v["rss"])[len(values) // 2]
+        if middle["count"] == 0:
+            ctx.results.missing("tui", f"{measure}: {role}", "no process", note)
             continue
-    return total_kb / 1024.0
+        ctx.results.add("tui", f"{measure}: {role}", [mb(v["rss"]) for v in values], "MB",
+                        f"VmRSS; Pss {mb(middle['pss']):.2f}, private {mb(middle['private']):.2f}, "
+                        f"file-backed {mb(middle['file']):.2f} MB; {middle['count']} process(es)")
 
 
 def daemon_idle(ctx, settle_s: float = 1.0):
@@ -220,7 +289,7 @@ def _kestrel_tui(ctx, home, env):
         _daemon(ctx, env, "stop")
     else:
         for measure in ("first paint (daemon up)", "input-ready (daemon up)",
-                        "idle RSS of the tree (TUI + daemon + worker)"):
+                        "idle RSS: TUI + daemon, no session yet"):
             ctx.results.missing("tui", measure, "not built yet", "`kestrel daemon start` failed")
     if ctx.scripted_model is None:
         for measure in TUI_MEASURES[5:]:
@@ -236,7 +305,8 @@ def _daemon(ctx, env, action) -> bool:
 
 def _measure_starts(ctx, env, label, before, home=None):
     """Starts the TUI `runs` times; with `home` (daemon up), also the idle RSS of the
-    TUI's tree plus the daemon's (which holds the workers) 1 s after input-ready."""
+    TUI's tree plus the daemon's 1 s after input-ready. No prompt was sent, so no worker
+    runs yet (a worker starts with the first turn): see the session rows for that."""
 
     def idle_rss(pid):
         time.sleep(1.0)
@@ -259,9 +329,10 @@ def _measure_starts(ctx, env, label, before, home=None):
         else:
             ctx.results.missing("tui", measure, "not seen", "no output / marker within 3 s")
     if home is not None:
-        measure = "idle RSS of the tree (TUI + daemon + worker)"
+        measure = "idle RSS: TUI + daemon, no session yet"
         if rss:
-            ctx.results.add("tui", measure, rss, "MB", "VmRSS of the TUI, the daemon and their children")
+            ctx.results.add("tui", measure, rss, "MB",
+                            "VmRSS of the TUI, the daemon and their children 1 s after input-ready")
         else:
             ctx.results.missing("tui", measure, "not seen", "the TUI never became input-ready")
 
@@ -420,16 +491,17 @@ TURNS = 50
 
 
 def _session_measures(ctx):
-    """One UI session against the scripted model, daemon up: a warm-up turn (it starts
-    the worker), `runs` timed turns (Enter to the reply fully on screen: the reply is one
-    short line, so it is on screen once its text is), then turns up to TURNS and the idle
-    RSS of the whole tree 1 s after the last reply."""
+    """One UI session against the scripted model, daemon up: a first turn (it starts
+    the worker), then the idle memory of the tree 1 s after its reply, per process:
+    what a user with a session open holds; `runs` timed turns (Enter to the reply fully
+    on screen: the reply is one short line, so it is on screen once its text is), then
+    turns up to TURNS and the idle memory again 1 s after the last reply."""
     timed = max(ctx.runs, 1)
     replies = [f"kbench-reply-{turn:03d}" for turn in range(TURNS)]
     home = ctx.work / "home-tui-session"
     shutil.rmtree(home, ignore_errors=True)
     enter_ms = []
-    rss = None
+    after_one = after_all = None
     with ScriptedServer(ctx.scripted_model, [step(reply) for reply in replies], ctx.work) as server:
         Kestrel.configure(home, server.base_url)
         env = clean_env(KESTREL_HOME=home)
@@ -437,6 +509,7 @@ def _session_measures(ctx):
         session = TuiSession([str(ctx.kestrel)], env, ctx.work)
         try:
             session.wait_for("daemon ready")
+            daemon = int((home / "run" / "daemon.pid").read_text().strip())
             for turn, reply in enumerate(replies):
                 prompt = f"question {turn:03d}"
                 session.type(prompt)
@@ -448,9 +521,11 @@ def _session_measures(ctx):
                 if 1 <= turn <= timed:
                     enter_ms.append((shown - sent) * 1000.0)
                 session.wait_for("● ready")
+                if turn == 0:
+                    time.sleep(1.0)
+                    after_one = session_breakdown(session.proc.pid, daemon)
             time.sleep(1.0)
-            daemon = int((home / "run" / "daemon.pid").read_text().strip())
-            rss = tree_rss_mb([session.proc.pid, daemon])
+            after_all = session_breakdown(session.proc.pid, daemon)
         except BenchError as error:
             for measure in TUI_MEASURES[5:]:
                 ctx.results.missing("tui", measure, "failed", str(error).splitlines()[0][:120])
@@ -460,5 +535,7 @@ def _session_measures(ctx):
             _daemon(ctx, env, "stop")
     ctx.results.add("tui", "Enter to reply on screen", enter_ms, "ms",
                     f"{COLUMNS}x{ROWS} pty, daemon and worker up, one-line scripted reply")
-    ctx.results.add("tui", "idle RSS of the tree after a 50-turn session", [rss], "MB",
-                    f"VmRSS of the TUI, the daemon and the worker 1 s after turn {TURNS}")
+    add_breakdown(ctx, "idle RSS of the tree with a worker, after 1 turn", [after_one],
+                  "the TUI, the daemon and the worker 1 s after the first reply")
+    add_breakdown(ctx, "idle RSS of the tree after a 50-turn session", [after_all],
+                  f"the TUI, the daemon and the worker 1 s after turn {TURNS}")
