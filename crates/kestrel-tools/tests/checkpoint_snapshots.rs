@@ -529,3 +529,21 @@ async fn ignore_files_cannot_hide_tracked_files_or_hang_or_crash_a_snapshot() {
     assert_eq!(fx.read("src/main.rs").unwrap(), "fn main() {}\n");
     assert_eq!(fx.read("src/0005.rs").unwrap(), "// 5\n");
 }
+
+#[tokio::test]
+async fn a_change_inside_a_large_ignored_directory_is_reported_not_lost() {
+    let mut fx = Fixture::new(Mode::Auto);
+    repository(&fx);
+    fx.write(".gitignore", "node_modules/\n");
+    for index in 0..1_001 {
+        fx.write(&format!("node_modules/{index}.js"), "x");
+    }
+    fx.turn();
+    assert!(fx.shell("ls node_modules > /dev/null").await.is_none(), "nothing changed");
+    let files = fx.shell("echo new > node_modules/added.js && rm node_modules/7.js").await.unwrap();
+    assert_eq!(relative(&fx, &files), ["node_modules"]);
+    let FileState::Unsaved { reason } = &files.changes[0].before else { panic!("{files:?}") };
+    assert!(reason.contains("added, removed or renamed"), "{reason}");
+    let message = fx.undo(false).unwrap_err().to_string();
+    assert!(message.contains("node_modules") && message.contains("not saved"), "{message}");
+}

@@ -31,6 +31,8 @@ pub struct Snapshot {
 #[derive(Debug)]
 struct Entries {
     entries: BTreeMap<PathBuf, Entry>,
+    /// The stamps of directories not walked (see [`walk::Found::Unwalked`]).
+    unwalked: HashMap<PathBuf, Stamp>,
     /// When the walk started (ns since the epoch).
     started_ns: i128,
 }
@@ -150,6 +152,7 @@ impl Snapshotter {
         self.store.set_alternates(&alternates)?;
 
         let mut entries = BTreeMap::new();
+        let mut unwalked = HashMap::new();
         let mut to_hash = Vec::new();
         let last = self.last.as_ref().map(|last| last.inner.clone());
         for found in walked.found {
@@ -183,7 +186,10 @@ impl Snapshotter {
                 Found::Symlink { path, target } => {
                     entries.insert(path, Entry::Link { target });
                 }
-                Found::Unwalked { path, reason } => {
+                Found::Unwalked { path, reason, stamp } => {
+                    if let Some(stamp) = stamp {
+                        unwalked.insert(path.clone(), stamp);
+                    }
                     entries.insert(path, Entry::Unkept { stamp: None, reason });
                 }
                 Found::Unkept { path, stamp, reason } => {
@@ -277,14 +283,29 @@ impl Snapshotter {
             let id = self.store.write_file(&path).await?;
             entries.insert(path, Entry::Blob { id, stamp });
         }
-        let snapshot = Snapshot { inner: Arc::new(Entries { entries, started_ns }) };
+        let snapshot = Snapshot { inner: Arc::new(Entries { entries, unwalked, started_ns }) };
         self.last = Some(snapshot.clone());
         Ok(snapshot)
     }
 
     /// The paths that differ between snapshots `before` and `after`.
     pub(crate) fn changes(&self, before: &Snapshot, after: &Snapshot) -> Vec<TreeChange> {
-        changes(&before.inner.entries, &after.inner.entries)
+        let mut found = changes(&before.inner.entries, &after.inner.entries);
+        // A directory not walked whose stamp changed: what changed in it is not known,
+        // and undo must say so rather than miss it.
+        for (path, stamp) in &before.inner.unwalked {
+            let changed = after.inner.unwalked.get(path).is_some_and(|now| now != stamp);
+            if changed && !found.iter().any(|change| change.path == *path) {
+                let reason = match before.inner.entries.get(path) {
+                    Some(Entry::Unkept { reason, .. }) => reason.clone(),
+                    Some(Entry::Blob { .. } | Entry::Link { .. }) | None => String::new(),
+                };
+                let reason = format!("{reason}; files were added, removed or renamed in it");
+                found.push(TreeChange { path: path.clone(), before: Prior::Unkept { reason } });
+            }
+        }
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        found
     }
 
     /// Reads the blobs `ids`, calling `take` with each id and its checked content.

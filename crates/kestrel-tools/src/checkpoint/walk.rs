@@ -79,6 +79,9 @@ pub(crate) enum Found {
     Unwalked {
         path: PathBuf,
         reason: String,
+        /// The directory's own stamp, its `size` the number of its entries: files
+        /// added, removed or renamed right in it change it.
+        stamp: Option<Stamp>,
     },
     /// A file left out (the ignored files' budget is spent), and why.
     Unkept {
@@ -246,10 +249,18 @@ fn ignored_entry(path: PathBuf, excluded: Option<&Path>, budget: &mut usize, wal
                          snapshotted"
                     )
                 };
-                walk.found.push(Found::Unwalked { path, reason });
+                let stamp = dir_stamp(&path, &metadata);
+                walk.found.push(Found::Unwalked { path, reason, stamp });
             }
         }
     }
+}
+
+/// A cheap stamp of a directory not walked: its own times and inode, and how many
+/// entries it holds.
+fn dir_stamp(path: &Path, metadata: &std::fs::Metadata) -> Option<Stamp> {
+    let entries = std::fs::read_dir(path).ok()?.count();
+    Some(Stamp { size: u64::try_from(entries).unwrap_or(u64::MAX), ..Stamp::of(metadata) })
 }
 
 fn budget_spent() -> String {
