@@ -99,3 +99,22 @@ fn a_session_that_cannot_open_leaves_the_typed_prompt_in_the_composer() {
         screen.lines().any(|row| row.starts_with("› keep this text"))
     });
 }
+
+#[test]
+fn a_pasted_prompt_recalled_from_history_sends_the_pasted_text() {
+    let script = Script::new([Step::text("Read it."), Step::text("Read it again.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    let pasted: String = (1..=50).map(|n| format!("pasted line {n}\n")).collect();
+    test.pty().paste(&pasted).unwrap();
+    test.wait("[Pasted text #1 +50 lines]");
+    test.press(Key::Enter);
+    test.wait("Read it.");
+    test.press(Key::Up);
+    test.wait("› [Pasted text #1 +50 lines]");
+    test.press(Key::Enter);
+    test.wait("Read it again.");
+    let sent = common::body_text(&test.env.requests()[1]);
+    assert!(!sent.contains("[Pasted text #1"), "the placeholder was not sent: {sent}");
+    assert_eq!(sent.matches("pasted line 50").count(), 2, "both prompts hold it: {sent}");
+}

@@ -19,6 +19,7 @@ const PASTE_BLOCK_CHARS: usize = 1000;
 pub(crate) const MAX_ROWS: usize = 10;
 
 /// One large paste, kept whole.
+#[derive(Clone)]
 struct PasteBlock {
     placeholder: String,
     text: String,
@@ -37,17 +38,25 @@ impl Prompt {
     }
 }
 
+/// A prompt of the history as typed, with the paste blocks its placeholders stand for
+/// (recalling it must send the pasted text, not the placeholder).
+#[derive(Clone)]
+struct Entry {
+    typed: String,
+    pastes: Vec<PasteBlock>,
+}
+
 /// The prompt being written.
 pub(crate) struct Composer {
     textarea: TextArea<'static>,
     pastes: Vec<PasteBlock>,
     /// Attached images and the placeholders that stand for them in the text.
     images: Vec<(String, Image)>,
-    history: Vec<String>,
+    history: Vec<Entry>,
     /// Where Up/Down is in the history; `None` while editing a new prompt.
     history_index: Option<usize>,
     /// The prompt being written before browsing the history.
-    draft: Option<String>,
+    draft: Option<Entry>,
 }
 
 impl Composer {
@@ -149,8 +158,15 @@ impl Composer {
             .filter(|(placeholder, _)| typed.contains(placeholder.as_str()))
             .map(|(_, image)| image.clone())
             .collect();
-        if !typed.trim().is_empty() && self.history.last() != Some(&typed) {
-            self.history.push(typed);
+        if !typed.trim().is_empty() && self.history.last().map(|entry| &entry.typed) != Some(&typed)
+        {
+            let pastes = self
+                .pastes
+                .iter()
+                .filter(|paste| typed.contains(paste.placeholder.as_str()))
+                .cloned()
+                .collect();
+            self.history.push(Entry { typed, pastes });
         }
         self.clear();
         Prompt { text, images }
@@ -158,8 +174,10 @@ impl Composer {
 
     /// Adds earlier prompts (of a resumed session) to the history.
     pub(crate) fn remember(&mut self, prompt: &str) {
-        if !prompt.trim().is_empty() && self.history.last().map(String::as_str) != Some(prompt) {
-            self.history.push(prompt.to_owned());
+        if !prompt.trim().is_empty()
+            && self.history.last().map(|entry| entry.typed.as_str()) != Some(prompt)
+        {
+            self.history.push(Entry { typed: prompt.to_owned(), pastes: Vec::new() });
         }
     }
 
@@ -179,15 +197,15 @@ impl Composer {
         }
         let index = match self.history_index {
             None => {
-                self.draft = Some(self.text());
+                self.draft = Some(Entry { typed: self.text(), pastes: self.pastes.clone() });
                 self.history.len() - 1
             }
             Some(0) => return false,
             Some(index) => index - 1,
         };
         self.history_index = Some(index);
-        let text = self.history[index].clone();
-        self.set_text(&text);
+        let entry = self.history[index].clone();
+        self.show(entry);
         true
     }
 
@@ -196,14 +214,21 @@ impl Composer {
         let Some(index) = self.history_index else { return false };
         if index + 1 < self.history.len() {
             self.history_index = Some(index + 1);
-            let text = self.history[index + 1].clone();
-            self.set_text(&text);
+            let entry = self.history[index + 1].clone();
+            self.show(entry);
         } else {
             self.history_index = None;
-            let draft = self.draft.take().unwrap_or_default();
-            self.set_text(&draft);
+            let draft =
+                self.draft.take().unwrap_or(Entry { typed: String::new(), pastes: Vec::new() });
+            self.show(draft);
         }
         true
+    }
+
+    /// Puts a history entry (or the draft) in the editor with its paste blocks.
+    fn show(&mut self, entry: Entry) {
+        self.set_text(&entry.typed);
+        self.pastes = entry.pastes;
     }
 
     /// The word the cursor is in or just after (for `@` mentions), with its start column.
