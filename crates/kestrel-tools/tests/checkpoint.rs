@@ -457,3 +457,18 @@ async fn undo_refuses_a_file_changed_outside_the_session_between_the_turns() {
     fx.undo(1, false).unwrap();
     assert_eq!(fx.read("f.txt").unwrap(), "C the user's edit\n");
 }
+
+#[tokio::test]
+async fn a_call_without_a_snapshot_says_so_in_its_result_and_the_record() {
+    let mut fx = Fixture::new();
+    // A workspace that cannot be snapshotted (here: gone).
+    let context = common::context(&fx.root().join("missing"), Mode::Auto);
+    let capture = fx.checkpointer.before_call("shell", r#"{"command":"true"}"#, &context).await;
+    let capture = capture.unwrap();
+    let note = capture.uncovered_note().unwrap_or_else(|| panic!("{capture:?}"));
+    assert!(note.contains("no checkpoint could be made"), "{note}");
+    assert!(note.contains("undo cannot restore"), "{note}");
+    let item = fx.checkpointer.after_call(capture, "call_x").await;
+    let Some(RecordItem::Notice { notice }) = item else { panic!("{item:?}") };
+    assert!(notice.message.contains("no checkpoint for call call_x"), "{}", notice.message);
+}

@@ -226,7 +226,10 @@ impl Session {
                 )));
             }
         };
-        let output = self.tools.call(&call.name, &call.arguments, context).await;
+        let mut output = self.tools.call(&call.name, &call.arguments, context).await;
+        if let Some(note) = capture.uncovered_note() {
+            output.content = format!("{}\n{note}", output.content);
+        }
         if let Some(item) = self.checkpoints.after_call(capture, &call.id).await {
             self.write(item)?;
         }

@@ -26,6 +26,20 @@ pub enum Capture {
     Uncovered(String),
 }
 
+impl Capture {
+    /// For a call with no snapshot: the line its tool result ends with, so that the
+    /// model (and whoever reads the transcript) knows undo cannot restore what it did.
+    pub fn uncovered_note(&self) -> Option<String> {
+        match self {
+            Capture::Uncovered(reason) => Some(format!(
+                "[kestrel: no checkpoint could be made before this call ({reason}); undo cannot \
+                 restore what it changed]"
+            )),
+            Capture::Nothing | Capture::Files(_) | Capture::Snapshot(_) => None,
+        }
+    }
+}
+
 /// Makes one session's checkpoints.
 #[derive(Debug)]
 pub struct Checkpointer {
