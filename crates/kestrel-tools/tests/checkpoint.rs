@@ -472,3 +472,20 @@ async fn a_call_without_a_snapshot_says_so_in_its_result_and_the_record() {
     let Some(RecordItem::Notice { notice }) = item else { panic!("{item:?}") };
     assert!(notice.message.contains("no checkpoint for call call_x"), "{}", notice.message);
 }
+
+#[tokio::test]
+async fn a_workspace_reached_through_a_symlink_is_checkpointed_and_undone() {
+    let mut fx = Fixture::new();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("project");
+    std::os::unix::fs::symlink(fx.root(), &link).unwrap();
+    fx.context = common::context(&link, Mode::Auto);
+    fx.write("old.txt", "old\n");
+    fx.turn();
+    fx.call("write_file", json!({"path": "new/deep.txt", "content": "new\n"})).await.unwrap();
+    fx.call("write_file", json!({"path": "old.txt", "content": "changed\n"})).await.unwrap();
+    fx.call("shell", json!({"command": "echo more >> old.txt"})).await.unwrap();
+    fx.undo(1, false).unwrap();
+    assert_eq!(fx.read("old.txt").unwrap(), "old\n");
+    assert!(fx.read("new/deep.txt").is_none());
+}

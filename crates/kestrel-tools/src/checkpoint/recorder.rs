@@ -80,10 +80,12 @@ impl Checkpointer {
             return Ok(Capture::Nothing);
         }
         let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-        // Through symlinks: the file tools write the file a link points to.
+        // Through symlinks: the file tools write the file a link points to. A file not
+        // there yet is named by its real parent, as capture and undo refuse symlinks on
+        // the way.
         let paths: Vec<PathBuf> = written_paths(tool, &arguments, &context.cwd)
             .into_iter()
-            .map(|path| path.canonicalize().unwrap_or(path))
+            .map(|path| crate::workspace::resolve_existing(&crate::workspace::normalize(&path)))
             .collect();
         if !paths.is_empty() {
             let blobs = self.blobs.clone();
