@@ -112,7 +112,8 @@ async fn run_three_tasks(max_subagents: u32, parent_mode: Mode) -> (Arc<StandInH
     std::fs::write(
         home_dir.path().join("config.toml"),
         format!(
-            "[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\n\n[agent]\nmax_subagents = {max_subagents}\n",
+            // No catalog or provider-list fetch: the test counts the server's requests.
+            "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\n\n[agent]\nmax_subagents = {max_subagents}\n",
             server.base_url()
         ),
     )
