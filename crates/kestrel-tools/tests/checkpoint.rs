@@ -418,11 +418,13 @@ async fn a_directory_swapped_for_a_symlink_is_listed_and_nothing_outside_is_touc
 
     for force in [false, true] {
         match fx.undo(1, force) {
-            Err(UndoError::Conflicts { files, .. }) => {
+            Err(error @ UndoError::Conflicts { .. }) => {
                 assert!(!force);
-                let dataset = files.iter().find(|c| c.path == fx.path("data/dataset.csv"));
-                let dataset = dataset.unwrap_or_else(|| panic!("{files:?}"));
+                let UndoError::Conflicts { unrestorable, .. } = &error else { unreachable!() };
+                let dataset = unrestorable.iter().find(|c| c.path == fx.path("data/dataset.csv"));
+                let dataset = dataset.unwrap_or_else(|| panic!("{error}"));
                 assert!(dataset.reason.contains("symlink"), "{dataset}");
+                assert!(error.to_string().contains("no option restores it"), "{error}");
             }
             Ok(report) => {
                 assert!(force);

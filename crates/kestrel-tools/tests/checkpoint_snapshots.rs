@@ -470,7 +470,9 @@ async fn in_yolo_a_command_that_deletes_git_leaves_files_undo_says_were_not_save
     fx.turn();
     fx.shell("rm -rf .git && git init -q && echo rewritten > tracked.txt").await.unwrap();
     let error = fx.undo(false).unwrap_err();
-    let UndoError::Conflicts { files, unsaved, .. } = &error else { panic!("{error}") };
+    let UndoError::Conflicts { files, unrestorable: unsaved, .. } = &error else {
+        panic!("{error}")
+    };
     assert!(files.is_empty(), "{error}");
     assert_eq!(unsaved.len(), 1, "{error}");
     let message = error.to_string();

@@ -66,13 +66,15 @@ pub enum UndoError {
     NoTurns,
     #[error("nothing to undo: no turn of this session changed files{}", if *.undone > 0 { " that is not undone already" } else { "" })]
     NothingToUndo { undone: usize },
-    #[error("{}", refusal(turns, files, unsaved))]
+    #[error("{}", refusal(turns, files, unrestorable))]
     Conflicts {
         turns: Vec<u64>,
         /// Changed since (or outside the session between the turns): `--force` overwrites them.
         files: Vec<Conflict>,
-        /// Their content before the turn was not saved: nothing can put them back.
-        unsaved: Vec<Conflict>,
+        /// What no option puts back: content before the turn not saved, or a path that
+        /// cannot be written safely now (a directory on its way is a symlink, a directory
+        /// where a file was). `--force` leaves them as they are.
+        unrestorable: Vec<Conflict>,
     },
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -93,6 +95,7 @@ pub enum UndoError {
 /// The refusal for people: what `--force` would overwrite, and apart from it what no
 /// option can restore (suggesting `--force` for those would promise what it cannot do).
 fn refusal(turns: &[u64], files: &[Conflict], unsaved: &[Conflict]) -> String {
+    let one = unsaved.len() == 1;
     let count = |n: usize| if n == 1 { "1 file".to_string() } else { format!("{n} files") };
     let list =
         |files: &[Conflict]| files.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
@@ -109,14 +112,12 @@ fn refusal(turns: &[u64], files: &[Conflict], unsaved: &[Conflict]) -> String {
     }
     if !unsaved.is_empty() {
         parts.push(format!(
-            "{} cannot be put back, {} content before turn {} was not saved ({}): no option restores {}; --force undoes the rest and leaves {} as {} now",
+            "{} cannot be put back ({}): no option restores {}; --force undoes the rest and leaves {} as {} now",
             count(unsaved.len()),
-            if unsaved.len() == 1 { "its" } else { "their" },
-            join_turns(turns),
             list(unsaved),
-            if unsaved.len() == 1 { "it" } else { "them" },
-            if unsaved.len() == 1 { "it" } else { "them" },
-            if unsaved.len() == 1 { "it is" } else { "they are" },
+            if one { "it" } else { "them" },
+            if one { "it" } else { "them" },
+            if one { "it is" } else { "they are" },
         ));
     }
     format!("nothing was undone: {}", parts.join("; "))
@@ -134,8 +135,9 @@ struct Planned {
     before_session: String,
     /// What the latest undone turn left.
     after: FileState,
-    /// The turn that last changed it.
+    /// The turn that last changed it, and the first.
     turn: u64,
+    first_turn: u64,
     /// Set when one change's `before` is not what the previous change left: the file
     /// was changed outside the session between those turns (first, latest).
     outside: Option<(u64, u64)>,
@@ -161,19 +163,30 @@ pub fn undo(
     let mut skipped = Vec::new();
     let mut work = Vec::new();
     for (path, file) in planned {
-        let now = state::capture(&path, None)
-            .unwrap_or_else(|error| FileState::Unsaved { reason: format!("unreadable: {error}") });
+        let now = match state::capture(&path, None) {
+            Ok(now) => now,
+            Err(error) => {
+                skipped.push(Conflict { path, reason: format!("unreadable now: {error}") });
+                continue;
+            }
+        };
         if now == file.before {
             continue; // Already as it was.
         }
         if let FileState::Unsaved { reason } = &file.before {
-            skipped.push(Conflict { path, reason: format!("not saved: {reason}") });
+            let turn = file.first_turn;
+            let reason = format!("its content before turn {turn} was not saved: {reason}");
+            skipped.push(Conflict { path, reason });
+            continue;
+        }
+        if let FileState::Unsaved { reason } = &now {
+            // A directory or the like where the turn left a file: never written over.
+            skipped.push(Conflict { path, reason: format!("{reason} now") });
             continue;
         }
         let changed_since = now != file.after || file.outside.is_some();
         if changed_since {
             let reason = match (&now, file.outside) {
-                (FileState::Unsaved { reason }, _) => format!("{reason} now"),
                 (_, Some((first, second))) if first == second => {
                     format!("changed outside the session during turn {first}, between two calls")
                 }
@@ -181,29 +194,20 @@ pub fn undo(
                     format!("changed outside the session between turn {first} and turn {second}")
                 }
                 (FileState::Absent, None) => format!("deleted since turn {}", file.turn),
-                (FileState::File { .. } | FileState::Symlink { .. }, None) => {
+                (
+                    FileState::File { .. } | FileState::Symlink { .. } | FileState::Unsaved { .. },
+                    None,
+                ) => {
                     format!("changed since turn {}", file.turn)
                 }
             };
             conflicts.push(Conflict { path: path.clone(), reason });
-        } else if let FileState::Unsaved { reason } = &now {
-            // What the turn left cannot be saved or written over (a directory, a path
-            // through a symlink now): listed, never touched.
-            conflicts.push(Conflict { path: path.clone(), reason: format!("{reason} now") });
         }
         work.push((path, file, now, changed_since));
     }
     if (!conflicts.is_empty() || !skipped.is_empty()) && !options.force {
-        return Err(UndoError::Conflicts { turns, files: conflicts, unsaved: skipped });
+        return Err(UndoError::Conflicts { turns, files: conflicts, unrestorable: skipped });
     }
-    // A forced undo cannot write over a directory or something else unsaved either.
-    work.retain(|(path, _, now, _)| match now {
-        FileState::Unsaved { reason } => {
-            skipped.push(Conflict { path: path.clone(), reason: reason.clone() });
-            false
-        }
-        FileState::Absent | FileState::File { .. } | FileState::Symlink { .. } => true,
-    });
     let overwritten: Vec<PathBuf> =
         work.iter().filter(|(_, _, _, changed)| *changed).map(|(path, ..)| path.clone()).collect();
     let session = record.id().to_string();
@@ -321,6 +325,7 @@ fn plan(
                         before_session: files.session.clone(),
                         after: change.after.clone(),
                         turn: *turn,
+                        first_turn: *turn,
                         outside: None,
                     });
             }

@@ -54,8 +54,8 @@ impl UndoError {
         match self {
             UndoError::NoTurns => RpcError::invalid_params(message),
             UndoError::NothingToUndo { .. } => RpcError::new(NOTHING_TO_UNDO, message),
-            UndoError::Conflicts { turns, files, unsaved } => {
-                let files = files.into_iter().chain(unsaved).map(refused).collect();
+            UndoError::Conflicts { turns, files, unrestorable } => {
+                let files = files.into_iter().chain(unrestorable).map(refused).collect();
                 let mut error = RpcError::new(UNDO_REFUSED, message);
                 error.data = serde_json::to_value(UndoRefusal { turns, files }).ok();
                 error
