@@ -102,8 +102,9 @@ fn refusal(turns: &[u64], files: &[Conflict], unsaved: &[Conflict]) -> String {
     let mut parts = Vec::new();
     if !files.is_empty() {
         parts.push(format!(
-            "{} changed since turn {} ({}); rerun with --force to overwrite {} (what {} now is saved in the session record first)",
+            "{} changed since turn{} {} ({}); rerun with --force to overwrite {} (what {} now is saved in the session record first)",
             count(files.len()),
+            if turns.len() == 1 { "" } else { "s" },
             join_turns(turns),
             list(files),
             if files.len() == 1 { "it" } else { "them" },
