@@ -62,7 +62,8 @@ pub fn run(args: UndoArgs) -> ExitCode {
         },
         Err(error) => return fail(&error),
     };
-    print!("{}", describe(&response, id.as_str(), &cwd));
+    let saved = kestrel_tools::checkpoint::checkpoints_dir(&home).join(id.as_str()).join("blobs");
+    print!("{}", describe(&response, id.as_str(), &cwd, &saved));
     ExitCode::SUCCESS
 }
 
@@ -116,7 +117,7 @@ fn refused(error: &RpcError) -> ExitCode {
 }
 
 /// What was (or would be) undone, for people.
-fn describe(response: &UndoSessionResponse, id: &str, cwd: &Path) -> String {
+fn describe(response: &UndoSessionResponse, id: &str, cwd: &Path, saved: &Path) -> String {
     let turns: Vec<String> = response.turns.iter().map(u64::to_string).collect();
     let verb = if response.dry_run { "would undo" } else { "undid" };
     let mut out = format!(
@@ -140,6 +141,15 @@ fn describe(response: &UndoSessionResponse, id: &str, cwd: &Path) -> String {
     }
     for skipped in &response.skipped {
         out.push_str(&format!("  left alone {}: {}\n", shown(cwd, &skipped.path), skipped.reason));
+    }
+    if !response.dry_run && !response.files.is_empty() {
+        // An edit made while a command ran looks like the command's: whatever undo
+        // replaced stays recoverable, and the user must be able to find it.
+        out.push_str(&format!(
+            "what these files held before the undo is saved in {} (named by SHA-256 in the \
+             undo's checkpoint item of the session record)\n",
+            saved.display()
+        ));
     }
     out
 }

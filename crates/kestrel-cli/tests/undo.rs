@@ -81,6 +81,11 @@ fn undo_restores_every_file_the_turn_changed_by_any_tool() {
     let text = stdout(&output);
     assert!(text.starts_with("undid turn 1 of session "), "{text}");
     assert!(text.contains("removed src/new.rs") && text.contains("restored doomed.txt"), "{text}");
+    // Where what undo replaced went, so an edit it took is never out of reach.
+    let saved = text.lines().last().unwrap();
+    assert!(saved.starts_with("what these files held before the undo is saved in "), "{text}");
+    let dir = saved.split(" is saved in ").nth(1).unwrap().split(" (").next().unwrap();
+    assert!(std::path::Path::new(dir).is_dir(), "{dir}");
     assert!(read(&env, "src/new.rs").is_none());
     assert_eq!(read(&env, "edited.txt").unwrap(), "before\n");
     assert_eq!(read(&env, "patched.txt").unwrap(), "old line\n");
