@@ -168,7 +168,7 @@ fn a_denied_command_does_not_run_and_the_reason_is_asked() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("Permission needed");
+    test.wait_prompt();
     let screen = test.wait("Reject");
     test.type_text(&option_number(&screen, "Reject"));
     test.press(Key::Enter);

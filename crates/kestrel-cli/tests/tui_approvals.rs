@@ -1,4 +1,4 @@
-//! Permission prompts through a pty: Esc rejects (the turn goes on), a short terminal
+//! Permission prompts through a pty: Esc then Enter rejects (the turn goes on), a short terminal
 //! still shows what is asked, a pasted reason, allow-always, a subagent's request, a
 //! prompt withdrawn by a lost daemon, and the prompt's colours.
 
@@ -24,13 +24,17 @@ fn rows_with(styled: &str, needles: &[&str]) -> String {
 }
 
 #[test]
-fn esc_at_an_approval_rejects_the_call_and_the_turn_goes_on() {
+fn esc_then_enter_at_an_approval_rejects_the_call_and_the_turn_goes_on() {
     let script = Script::new([touch("made-by-tool.txt"), Step::text("Understood, not touching.")]);
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("esc reject");
+    test.wait_prompt();
+    // Esc only selects "reject": a stray Esc answers nothing.
     test.press(Key::Esc);
+    test.wait("› 4. Reject");
+    assert!(!test.pty().screen_text().contains("Understood"));
+    test.press(Key::Enter);
     test.wait("Understood, not touching.");
     let screen = test.settled();
     assert!(!screen.contains("interrupted"), "Esc rejected the call, not the turn: {screen}");
@@ -54,7 +58,7 @@ fn a_short_terminal_keeps_the_asked_command_and_the_options_in_view() {
     let command = test.command(&[]);
     test.start_command(&command, 14, 80);
     test.send("write notes");
-    let screen = test.wait("Permission needed");
+    let screen = test.wait_prompt();
     assert!(screen.contains("Allow shell: cat > notes.txt"), "the title: {screen}");
     assert!(screen.contains("$ cat > notes.txt <<'EOF'"), "the command: {screen}");
     assert!(screen.contains("more lines") && screen.contains("4. Reject"), "{screen}");
@@ -68,6 +72,8 @@ fn a_short_terminal_keeps_the_asked_command_and_the_options_in_view() {
     assert!(screen.contains("Allow shell: cat > notes.txt"), "{screen}");
     assert!(screen.contains("1. Allow once"), "{screen}");
     test.press(Key::Esc);
+    test.wait("› 4. Reject");
+    test.press(Key::Enter);
     test.wait("Left it.");
     assert!(!test.work_file("notes.txt").exists());
 }
@@ -78,7 +84,7 @@ fn a_reason_can_be_pasted_when_rejecting() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("Permission needed");
+    test.wait_prompt();
     test.type_text("4");
     test.press(Key::Enter);
     test.wait("Reason (optional)");
@@ -100,7 +106,7 @@ fn allow_always_lets_the_next_matching_call_run_without_asking() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("log it twice");
-    let screen = test.wait("Permission needed");
+    let screen = test.wait_prompt();
     assert!(screen.contains("2. Always allow"), "{screen}");
     test.type_text("2");
     test.wait("› 2. Always allow");
@@ -143,7 +149,7 @@ fn a_lost_daemon_withdraws_a_waiting_approval_plainly() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("Permission needed");
+    test.wait_prompt();
     let endpoint = kestrel_platform::Endpoint::new(&test.env.home.path().join("run"));
     let daemon = endpoint.running_pid().expect("a daemon runs");
     tui_support::signal(daemon, libc::SIGKILL);
@@ -166,7 +172,7 @@ fn the_prompt_is_highlighted_and_the_selection_stands_out() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("Permission needed");
+    test.wait_prompt();
     test.type_text("1");
     test.wait("› 1. Allow once");
     let styled = test.settled_styles();

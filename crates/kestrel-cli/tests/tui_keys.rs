@@ -120,14 +120,14 @@ fn tiny_terminals_do_not_break_the_ui() {
     let mut test = TuiTest::new(script);
     test.start(&[]);
     test.send("make a file");
-    test.wait("Permission needed");
+    test.wait_prompt();
     for (rows, cols) in [(5, 20), (1, 1), (2, 3), (1, 100), (30, 1), (4, 8), (6, 30)] {
         test.pty().resize(rows, cols).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert!(!test.pty().closed(), "the UI died at {rows}x{cols}");
     }
     test.pty().resize(ROWS, COLS).unwrap();
-    test.wait("Permission needed");
+    test.wait_prompt();
     test.type_text("1");
     test.wait("› 1. Allow once");
     test.press(Key::Enter);

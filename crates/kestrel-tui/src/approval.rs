@@ -1,10 +1,12 @@
-//! The permission prompt for `ask` mode. It cannot be answered by a stray key: nothing
-//! is selected when it appears, digits and arrows only select, and Enter confirms a
-//! selection. Rejecting asks for an optional reason (typed or pasted; sent to the worker
-//! with the answer). Esc rejects once without a reason (nothing runs; the turn goes on
-//! and the model learns it was refused), as "no" does in Codex and Claude Code; ctrl+c
-//! interrupts the whole turn. On a short terminal the call's title and the options stay
-//! visible and the preview gives way.
+//! The permission prompt for `ask` mode. It cannot be answered by a stray key: keys
+//! arriving within [`GUARD`] of it appearing are not its (typed text goes to the
+//! composer), nothing is selected when it appears, digits and arrows only select, and
+//! Enter confirms a selection. Esc selects "reject" (Enter then rejects once without a
+//! reason: nothing runs, the turn goes on and the model learns it was refused); choosing
+//! "reject" otherwise asks for an optional reason (typed or pasted). Saving an "always"
+//! rule to the config needs Enter twice. ctrl+c interrupts the whole turn. The preview
+//! fills the rows there are and scrolls with PgUp/PgDn; on a short terminal the call's
+//! title and the options stay visible and the preview gives way.
 
 use crate::diff_view;
 use crate::theme;
@@ -18,10 +20,14 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Widget};
 use serde_json::Value;
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-/// Preview lines of what the call would do.
-const PREVIEW_LINES: usize = 12;
+/// Keys arriving this soon after a prompt appears were meant for what was there before.
+pub(crate) const GUARD: Duration = Duration::from_millis(250);
+/// The option that also saves the rule to the user's config (worker's option id).
+const SAVE_OPTION: &str = "allow_always_save";
 
 /// One answer the worker offered.
 #[derive(Debug, Clone)]
@@ -37,7 +43,12 @@ pub(crate) struct ApprovalOption {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ApprovalAction {
     None,
-    Answer { option_id: String, reason: Option<String> },
+    /// The key was text, not an answer: it belongs in the composer.
+    Typed,
+    Answer {
+        option_id: String,
+        reason: Option<String>,
+    },
 }
 
 /// A waiting `session/request_permission`.
@@ -61,6 +72,19 @@ pub(crate) struct Approval {
     /// Asked by a subagent of the session rather than the session itself.
     pub(crate) from_subagent: bool,
     cwd: PathBuf,
+    /// When it came to the front (keys before [`GUARD`] has passed are not its).
+    shown_at: Instant,
+    /// Esc selected "reject": Enter rejects without asking a reason.
+    esc_selected: bool,
+    /// Enter was pressed once on the option that saves a rule to the config.
+    confirming_save: bool,
+    /// The first preview line shown (PgUp/PgDn).
+    scroll: usize,
+    /// The preview's length and the rows it got at the last draw (for paging).
+    preview_len: Cell<usize>,
+    page: Cell<usize>,
+    /// The first preview line the last draw showed (the scroll, clamped).
+    shown_start: Cell<usize>,
 }
 
 impl Approval {
@@ -99,7 +123,24 @@ impl Approval {
             reason: None,
             from_subagent: false,
             cwd: cwd.to_path_buf(),
+            shown_at: Instant::now(),
+            esc_selected: false,
+            confirming_save: false,
+            scroll: 0,
+            preview_len: Cell::new(0),
+            page: Cell::new(1),
+            shown_start: Cell::new(0),
         }
+    }
+
+    /// It came to the front of the prompts now: the guard starts again.
+    pub(crate) fn shown_now(&mut self) {
+        self.shown_at = Instant::now();
+    }
+
+    /// Whether keys are its yet ([`GUARD`] has passed since it was shown).
+    pub(crate) fn armed(&self) -> bool {
+        self.shown_at.elapsed() >= GUARD
     }
 
     pub(crate) fn handle_key(&mut self, key: KeyEvent) -> ApprovalAction {
@@ -126,16 +167,31 @@ impl Approval {
             }
             return ApprovalAction::None;
         }
+        let before = self.selected;
+        let action = self.choose_key(key);
+        if self.selected != before {
+            self.confirming_save = false;
+            self.esc_selected &= key.code == KeyCode::Esc;
+        }
+        action
+    }
+
+    fn choose_key(&mut self, key: KeyEvent) -> ApprovalAction {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
+            KeyCode::Esc if self.confirming_save => self.confirming_save = false,
             KeyCode::Esc => {
-                // Reject once, without a reason; a prompt offering no rejection stays.
+                // Selects "reject once" (Enter confirms); a prompt offering no rejection
+                // has nothing to select.
                 let reject = self
                     .options
                     .iter()
-                    .find(|option| option.rejects && option.once)
-                    .or_else(|| self.options.iter().find(|option| option.rejects));
-                if let Some(option) = reject {
-                    return ApprovalAction::Answer { option_id: option.id.clone(), reason: None };
+                    .position(|option| option.rejects && option.once)
+                    .or_else(|| self.options.iter().position(|option| option.rejects));
+                if let Some(index) = reject {
+                    self.typing = false;
+                    self.selected = Some(index);
+                    self.esc_selected = true;
                 }
             }
             KeyCode::Up => {
@@ -147,21 +203,39 @@ impl Approval {
                 let last = self.options.len().saturating_sub(1);
                 self.selected = Some(self.selected.map_or(0, |index| (index + 1).min(last)));
             }
-            KeyCode::Char(digit @ '1'..='9') if !self.typing => {
+            KeyCode::PageDown => {
+                let last = self.preview_len.get().saturating_sub(1);
+                self.scroll = (self.shown_start.get() + self.page.get().max(1)).min(last);
+            }
+            KeyCode::PageUp => {
+                self.scroll = self.shown_start.get().saturating_sub(self.page.get().max(1))
+            }
+            KeyCode::Char('o') if ctrl => {
+                // Ctrl+O pages on, back to the top after the end.
+                let shown = self.shown_start.get();
+                let last = self.preview_len.get().saturating_sub(1);
+                let next = shown + self.page.get().max(1);
+                self.scroll = if shown > 0 && next > last { 0 } else { next.min(last) };
+            }
+            KeyCode::Char(digit @ '1'..='9') if !self.typing && !ctrl => {
                 let index = usize::from(digit as u8 - b'1');
                 if index < self.options.len() {
                     self.selected = Some(index);
                 }
             }
-            KeyCode::Char(_) => {
+            KeyCode::Char(_) if !ctrl => {
                 self.typing = true;
                 self.selected = None;
+                return ApprovalAction::Typed;
             }
+            KeyCode::Backspace if self.typing => return ApprovalAction::Typed,
             KeyCode::Enter => {
                 let option = self.selected.and_then(|index| self.options.get(index));
                 if let Some(option) = option {
-                    if option.rejects {
+                    if option.rejects && !self.esc_selected {
                         self.reason = Some(String::new());
+                    } else if option.id == SAVE_OPTION && !self.confirming_save {
+                        self.confirming_save = true;
                     } else {
                         return ApprovalAction::Answer {
                             option_id: option.id.clone(),
@@ -276,6 +350,13 @@ impl Approval {
                 choices.extend(wrap_spans(&spans, width, &[], &[Span::raw("  ")]));
                 "enter send · esc back".to_owned()
             }
+            None if self.confirming_save => {
+                "enter again to save this rule to your config.toml · esc back".to_owned()
+            }
+            None if !self.armed() => "…".to_owned(),
+            None if self.esc_selected => {
+                format!("enter reject · ↑↓ or 1-{count} change · ctrl+c stop the turn")
+            }
             None if self.selected.is_some() => {
                 format!(
                     "enter confirm · ↑↓ or 1-{count} change · esc reject · ctrl+c stop the turn"
@@ -307,19 +388,13 @@ impl Approval {
         let mut budget = rows - needed;
         let head_rows = head.len().min(budget);
         budget -= head_rows;
-        let preview_limit = budget.min(PREVIEW_LINES + 1);
-        if preview.len() > preview_limit {
-            let shown = preview_limit.saturating_sub(1);
-            let hidden = preview.len() - shown;
-            preview.truncate(shown);
-            if preview_limit > 0 {
-                let marker = format!("… {hidden} more lines");
-                preview.push(Line::from(Span::styled(marker, theme::dim())));
-            }
-        }
-        budget -= preview.len();
-        let summary_rows = if summary.len() <= budget { summary.len() } else { 0 };
+        // The policy's summary when it leaves the preview a few rows.
+        let least_preview = preview.len().min(3);
+        let summary_rows = if summary.len() + least_preview <= budget { summary.len() } else { 0 };
         budget -= summary_rows;
+        self.preview_len.set(preview.len());
+        preview = self.window(preview, budget);
+        budget -= preview.len();
         let mut lines: Vec<Line<'static>> = head.into_iter().take(head_rows).collect();
         lines.extend(summary.into_iter().take(summary_rows));
         lines.extend(preview);
@@ -328,6 +403,36 @@ impl Approval {
         }
         lines.extend(choices);
         lines.push(hint);
+        lines
+    }
+
+    /// The part of the preview shown in `rows` rows from the scroll position, its cuts
+    /// marked (with the keys that show the rest).
+    fn window(&self, preview: Vec<Line<'static>>, rows: usize) -> Vec<Line<'static>> {
+        let total = preview.len();
+        if total <= rows || rows == 0 {
+            self.shown_start.set(0);
+            self.page.set(rows.max(1));
+            return if rows == 0 { Vec::new() } else { preview };
+        }
+        // Scrolled to the end, the window still fills its rows.
+        let start = self.scroll.min(total - rows.saturating_sub(1).max(1));
+        self.shown_start.set(start);
+        let mut room = rows;
+        let mut lines = Vec::new();
+        if start > 0 {
+            let marker = format!("↑ {start} lines above (pgup)");
+            lines.push(Line::from(Span::styled(marker, theme::dim())));
+            room -= 1;
+        }
+        let shown = if total - start > room { room.saturating_sub(1) } else { total - start };
+        self.page.set(shown.max(1));
+        lines.extend(preview.into_iter().skip(start).take(shown));
+        let hidden = total - start - shown;
+        if hidden > 0 && room > 0 {
+            let marker = format!("… {hidden} more lines (pgdn)");
+            lines.push(Line::from(Span::styled(marker, theme::dim())));
+        }
         lines
     }
 
@@ -386,7 +491,13 @@ mod tests {
             ]
         }))
         .unwrap();
-        Approval::new(RequestId::Number(7), request, Path::new("/w"))
+        armed(Approval::new(RequestId::Number(7), request, Path::new("/w")))
+    }
+
+    /// As if shown long enough ago for keys to be its.
+    fn armed(mut prompt: Approval) -> Approval {
+        prompt.shown_at = Instant::now().checked_sub(GUARD).unwrap_or_else(Instant::now);
+        prompt
     }
 
     fn key(code: KeyCode) -> KeyEvent {
@@ -408,7 +519,7 @@ mod tests {
     fn a_sentence_typed_at_the_prompt_answers_nothing() {
         let mut prompt = approval();
         for ch in "see item 1".chars() {
-            assert_eq!(prompt.handle_key(key(KeyCode::Char(ch))), ApprovalAction::None);
+            assert_eq!(prompt.handle_key(key(KeyCode::Char(ch))), ApprovalAction::Typed);
         }
         assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
         // A selection made before stray typing does not survive it either.
@@ -443,10 +554,53 @@ mod tests {
         );
         let mut prompt = approval();
         assert!(!prompt.paste("1"), "a paste outside the reason answers nothing");
+        assert_eq!(prompt.handle_key(key(KeyCode::Esc)), ApprovalAction::None, "esc selects");
         assert_eq!(
-            prompt.handle_key(key(KeyCode::Esc)),
+            prompt.handle_key(key(KeyCode::Enter)),
             ApprovalAction::Answer { option_id: "reject_once".into(), reason: None }
         );
+    }
+
+    #[test]
+    fn saving_a_rule_to_the_config_needs_enter_twice() {
+        let request: acp::RequestPermissionRequest = serde_json::from_value(json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "c1", "title": "shell: ls", "name": "shell"},
+            "options": [
+                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "allow_always", "name": "Always", "kind": "allow_always"},
+                {"optionId": "allow_always_save", "name": "Always, save", "kind": "allow_always"},
+                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}
+            ]
+        }))
+        .unwrap();
+        let mut prompt = armed(Approval::new(RequestId::Number(1), request, Path::new("/w")));
+        prompt.handle_key(key(KeyCode::Char('3')));
+        assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
+        assert!(text(&prompt.fit(80, 20)).contains("enter again to save"));
+        // Esc steps back; a different choice starts over.
+        prompt.handle_key(key(KeyCode::Esc));
+        assert_eq!(prompt.handle_key(key(KeyCode::Enter)), ApprovalAction::None);
+        assert_eq!(
+            prompt.handle_key(key(KeyCode::Enter)),
+            ApprovalAction::Answer { option_id: "allow_always_save".into(), reason: None }
+        );
+    }
+
+    #[test]
+    fn a_long_preview_fills_the_rows_and_pages() {
+        let mut prompt = approval();
+        let long: String = (1..=80).map(|n| format!("echo {n}\n")).collect();
+        prompt.raw_input = Some(json!({"command": long}));
+        let first = text(&prompt.fit(60, 30));
+        assert!(first.contains("echo 20") && first.contains("more lines (pgdn)"), "{first}");
+        for _ in 0..10 {
+            prompt.handle_key(key(KeyCode::PageDown));
+            prompt.fit(60, 30);
+        }
+        let last = text(&prompt.fit(60, 30));
+        assert!(last.contains("  echo 80") && last.contains("lines above (pgup)"), "{last}");
+        assert!(!last.contains("more lines"), "{last}");
     }
 
     fn text(lines: &[Line<'_>]) -> String {
@@ -463,7 +617,7 @@ mod tests {
         let long: String = (1..=30).map(|n| format!("echo {n}\n")).collect();
         prompt.raw_input = Some(json!({"command": long}));
         let tall = text(&prompt.fit(60, 100));
-        assert!(tall.contains("  echo 12") && tall.contains("… 18 more lines"), "{tall}");
+        assert!(tall.contains("  echo 30") && !tall.contains("more lines"), "{tall}");
         for rows in [9, 7] {
             let short = prompt.fit(60, rows);
             assert!(short.len() <= rows);
@@ -472,7 +626,7 @@ mod tests {
             assert!(short.contains("3. Reject") && short.contains("esc reject"), "{short}");
         }
         let seven = text(&prompt.fit(60, 7));
-        assert!(seven.contains("$ echo 1\n… 29 more lines"), "{seven}");
+        assert!(seven.contains("$ echo 1\n… 29 more lines (pgdn)"), "{seven}");
         let tiny = text(&prompt.fit(60, 3));
         assert_eq!(tiny, "Allow shell: rm -rf build\n  1. Allow once\n  2. Always allow shell");
     }

@@ -27,10 +27,14 @@ impl App {
         match event {
             Event::Key(key) if key.kind != KeyEventKind::Release => self.handle_key(key),
             Event::Paste(text) => {
-                if let Some(approval) = self.approvals.front_mut() {
-                    approval.paste(&text);
-                } else if self.picker.is_none() {
-                    let cwd = self.cwd.clone();
+                // Text not for the prompt's reason is kept in the composer (shown under a
+                // prompt or picker), never dropped.
+                let taken = self
+                    .approvals
+                    .front_mut()
+                    .is_some_and(|approval| approval.armed() && approval.paste(&text));
+                if !taken {
+                    let cwd = self.session_cwd.clone();
                     self.composer.paste(&text, &cwd);
                 }
             }
@@ -79,8 +83,17 @@ impl App {
             return;
         }
         if let Some(approval) = self.approvals.front_mut() {
+            if !approval.armed() {
+                // Typed before the prompt could be seen: text for the composer, and
+                // nothing else (an Enter meant to send must not answer the prompt).
+                if matches!(key.code, KeyCode::Char(_)) && !ctrl {
+                    self.composer.input(key);
+                }
+                return;
+            }
             match approval.handle_key(key) {
                 ApprovalAction::None => {}
+                ApprovalAction::Typed => self.composer.input(key),
                 ApprovalAction::Answer { option_id, reason } => {
                     self.answer_approval(option_id, reason)
                 }
@@ -118,6 +131,10 @@ impl App {
         let Some(approval) = self.approvals.pop_front() else { return };
         let report = Some((approval.title().to_owned(), self.events.clone()));
         client::answer_permission(connection, approval.id, Some((option_id, reason)), report);
+        if let Some(next) = self.approvals.front_mut() {
+            next.shown_now();
+            self.redraw_after_guard();
+        }
     }
 
     fn ctrl_c(&mut self) {

@@ -25,10 +25,18 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
     let queued = app.queue.len().min(QUEUE_LINES);
     let working = usize::from((app.turn.is_some() || app.compacting) && app.approvals.is_empty());
     let middle = u16::try_from(queued + working).unwrap_or(0);
+    let room = area.height.saturating_sub(1 + middle);
+    // Text typed while a prompt is up stays in the composer, shown under the prompt.
+    let draft = match app.approvals.front() {
+        Some(_) if !app.composer.is_empty() => {
+            (app.composer.rows(area.width.saturating_sub(2)) + 2).min(room / 3)
+        }
+        Some(_) | None => 0,
+    };
     let bottom_height = match app.approvals.front() {
-        // A prompt may take every row but the status line's: what it asks about must
-        // not be cut off to keep the transcript in view.
-        Some(approval) => approval.height(area.width).min(area.height.saturating_sub(1 + middle)),
+        // A prompt may take every row but the status line's (and a draft's): what it
+        // asks about must not be cut off to keep the transcript in view.
+        Some(approval) => approval.height(area.width).min(room - draft) + draft,
         None => app.composer.rows(area.width.saturating_sub(2)) + 2,
     };
     let [transcript_area, middle_area, bottom_area, status_area] =
@@ -37,7 +45,15 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
     app.transcript.draw(transcript_area, buffer);
     draw_middle(app, middle_area, buffer);
     match app.approvals.front() {
-        Some(approval) => approval.draw(bottom_area, buffer),
+        Some(approval) => {
+            let draft = draft.min(bottom_area.height);
+            let prompt = Rect { height: bottom_area.height - draft, ..bottom_area };
+            approval.draw(prompt, buffer);
+            if draft > 0 {
+                let y = prompt.y + prompt.height;
+                draw_composer(app, Rect { y, height: draft, ..bottom_area }, buffer);
+            }
+        }
         None => draw_composer(app, bottom_area, buffer),
     }
     let status = app.status.line(usize::from(status_area.width));

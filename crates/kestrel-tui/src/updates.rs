@@ -58,11 +58,12 @@ impl App {
                 }
                 match serde_json::from_value::<acp::RequestPermissionRequest>(request.params) {
                     Ok(permission) => {
-                        let mut approval = Approval::new(request.id, permission, &self.cwd);
+                        let mut approval = Approval::new(request.id, permission, &self.session_cwd);
                         let child = self.children.contains_key(&approval.session_id);
                         approval.from_subagent = child;
                         if child || self.shown_session_id() == Some(approval.session_id.as_str()) {
                             self.approvals.push_back(approval);
+                            self.redraw_after_guard();
                             self.bell = true;
                             self.urgent = true;
                             self.transcript.scroll_to_bottom();
@@ -74,6 +75,15 @@ impl App {
                 }
             }
         }
+    }
+
+    /// A frame once a new prompt's guard has passed (its keys hint appears then).
+    pub(crate) fn redraw_after_guard(&self) {
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(crate::approval::GUARD + std::time::Duration::from_millis(10)).await;
+            let _ = events.send(crate::event::AppEvent::Redraw).await;
+        });
     }
 
     fn apply_update(&mut self, update: acp::SessionUpdate) {

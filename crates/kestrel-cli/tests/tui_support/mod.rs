@@ -94,6 +94,14 @@ impl TuiTest {
         self.pty().wait_for_text(text, WAIT).unwrap_or_else(|error| panic!("{error}"))
     }
 
+    /// Waits for a permission prompt to take keys: its keys hint appears once the
+    /// guard against stray keys has passed (keys sooner go to the composer).
+    pub fn wait_prompt(&self) -> String {
+        self.wait_until("a permission prompt taking keys", |screen| {
+            screen.contains("Permission needed") && screen.contains("esc reject")
+        })
+    }
+
     pub fn wait_until(&self, what: &str, check: impl FnMut(&str) -> bool) -> String {
         self.pty().wait_until(what, WAIT, check).unwrap_or_else(|error| panic!("{error}"))
     }
