@@ -491,3 +491,24 @@ async fn a_workspace_reached_through_a_symlink_is_checkpointed_and_undone() {
     assert_eq!(fx.read("old.txt").unwrap(), "old\n");
     assert!(fx.read("new/deep.txt").is_none());
 }
+
+#[tokio::test]
+async fn changes_between_calls_not_made_by_one_get_a_notice() {
+    let mut fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    fx.turn();
+    fx.call("shell", json!({"command": "echo 1 >> a.txt"})).await.unwrap();
+    assert!(fx.checkpointer.take_notice().is_none());
+    // A file tool's change between two shell calls is a call's: no notice.
+    fx.call("write_file", json!({"path": "tool.txt", "content": "t\n"})).await.unwrap();
+    fx.call("shell", json!({"command": "echo 2 >> a.txt"})).await.unwrap();
+    assert!(fx.checkpointer.take_notice().is_none());
+    // A change nobody's call made (a background process, someone else) is noticed.
+    fx.write("background.txt", "b\n");
+    fx.call("shell", json!({"command": "echo 3 >> a.txt"})).await.unwrap();
+    let Some(RecordItem::Notice { notice }) = fx.checkpointer.take_notice() else { panic!() };
+    assert!(notice.message.contains("files changed between tool calls"), "{}", notice.message);
+    assert!(notice.message.contains("background.txt"), "{}", notice.message);
+    assert!(!notice.message.contains("tool.txt") && !notice.message.contains("a.txt"));
+    assert!(fx.checkpointer.take_notice().is_none(), "taken once");
+}

@@ -230,6 +230,9 @@ impl Session {
         if let Some(note) = capture.uncovered_note() {
             output.content = format!("{}\n{note}", output.content);
         }
+        if let Some(item) = self.checkpoints.take_notice() {
+            self.write(item)?;
+        }
         if let Some(item) = self.checkpoints.after_call(capture, &call.id).await {
             self.write(item)?;
         }

@@ -10,7 +10,7 @@ use crate::permission::written_paths;
 use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem};
 use kestrel_store::KestrelHome;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// What was captured before a call.
@@ -49,6 +49,12 @@ pub struct Checkpointer {
     blobs: BlobStore,
     /// Opened on the first snapshot; a failure is kept so it is reported, not retried.
     snapshotter: Option<Result<Snapshotter, String>>,
+    /// The last snapshot taken after a call, and the files file tools changed since:
+    /// the next snapshot before a call tells what changed in between, not by a call.
+    last_after: Option<Snapshot>,
+    tool_changed: HashSet<PathBuf>,
+    /// A notice about such changes, for [`Checkpointer::take_notice`].
+    pending: Option<String>,
 }
 
 impl Checkpointer {
@@ -62,6 +68,9 @@ impl Checkpointer {
             dir,
             home: home.root().to_path_buf(),
             snapshotter: None,
+            last_after: None,
+            tool_changed: HashSet::new(),
+            pending: None,
         }
     }
 
@@ -109,9 +118,47 @@ impl Checkpointer {
         // Every shell command gets a snapshot, even one judged read-only: a misjudged
         // command must not lose work, and a snapshot of an unchanged tree is a walk.
         Ok(match self.snapshot(&context.workspace).await {
-            Ok(tree) => Capture::Snapshot(tree),
+            Ok(tree) => {
+                self.note_changes_between_calls(&tree);
+                Capture::Snapshot(tree)
+            }
             Err(reason) => Capture::Uncovered(reason),
         })
+    }
+
+    /// A notice (at most one, taken once) that files changed between two calls, not by
+    /// one: a background process a command left running, or someone else. Undo does not
+    /// restore those changes; the notice says so, so they do not go unseen.
+    pub fn take_notice(&mut self) -> Option<RecordItem> {
+        self.pending.take().map(|message| RecordItem::Notice {
+            notice: Notice { kind: NoticeKind::Info, message, model: None, mode: None },
+        })
+    }
+
+    fn note_changes_between_calls(&mut self, now: &Snapshot) {
+        let Some(last) = self.last_after.take() else { return };
+        let tool_changed = std::mem::take(&mut self.tool_changed);
+        let Some(Ok(snapshotter)) = &self.snapshotter else { return };
+        let paths: Vec<PathBuf> = snapshotter
+            .changes(&last, now)
+            .into_iter()
+            .map(|change| change.path)
+            .filter(|path| !tool_changed.contains(path))
+            .collect();
+        if paths.is_empty() {
+            return;
+        }
+        const SHOWN: usize = 10;
+        let mut list: Vec<String> =
+            paths.iter().take(SHOWN).map(|path| path.display().to_string()).collect();
+        if paths.len() > SHOWN {
+            list.push(format!("and {} more", paths.len() - SHOWN));
+        }
+        self.pending = Some(format!(
+            "files changed between tool calls, not by one (a background process a command \
+             left running, or someone else): {}; undo does not restore these changes",
+            list.join(", ")
+        ));
     }
 
     /// After the call: the record item describing what it changed (a `checkpoint`), a
@@ -120,6 +167,8 @@ impl Checkpointer {
         let changes = match capture {
             Capture::Nothing => return None,
             Capture::Uncovered(reason) => {
+                // What this call changed is unknown: not "between calls" either.
+                self.last_after = None;
                 return Some(notice(format!(
                     "no checkpoint for call {call_id}: {reason}; undo cannot restore what it changed"
                 )));
@@ -138,7 +187,12 @@ impl Checkpointer {
                 })
                 .await;
                 match found {
-                    Ok(changes) => changes,
+                    Ok(changes) => {
+                        if self.last_after.is_some() {
+                            self.tool_changed.extend(changes.iter().map(|c| c.path.clone()));
+                        }
+                        changes
+                    }
                     Err(error) => {
                         return Some(notice(format!("no checkpoint for call {call_id}: {error}")));
                     }
@@ -183,11 +237,14 @@ impl Checkpointer {
     /// Compares the workspace now with snapshot `before`, saving the old content of
     /// every file that changed.
     async fn snapshot_changes(&mut self, before: &Snapshot) -> Result<Vec<PathChange>, String> {
+        self.last_after = None;
         let Some(Ok(snapshotter)) = &mut self.snapshotter else {
             return Err("no snapshot".into());
         };
         let after = snapshotter.take().await?;
         let changes = snapshotter.changes(before, &after);
+        self.last_after = Some(after);
+        self.tool_changed.clear();
         // Copy the old content out of the snapshot store, all in one read.
         let mut saved: HashMap<String, Result<String, String>> = HashMap::new();
         let blobs = self.blobs.clone();
