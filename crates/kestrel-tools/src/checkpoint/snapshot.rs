@@ -18,6 +18,9 @@ pub(crate) const MAX_COPIED_BYTES: u64 = 16 * 1024 * 1024;
 pub(crate) const MAX_HASHED_BYTES: u64 = 256 * 1024 * 1024;
 /// At most this much new content is copied into the store by one snapshot.
 pub(crate) const MAX_COPIED_PER_SNAPSHOT: u64 = 1024 * 1024 * 1024;
+/// At most this much new content is copied into the store by all of a session's
+/// snapshots: a command rewriting large files in a loop must not fill the disk.
+pub(crate) const MAX_COPIED_PER_SESSION: u64 = 4 * 1024 * 1024 * 1024;
 /// A file modified this close to the last snapshot may have changed again within the
 /// same timestamp: its stat data is not trusted.
 const RACY_NS: i128 = 2_000_000_000;
@@ -83,6 +86,9 @@ pub(crate) struct Snapshotter {
     last: Option<Snapshot>,
     /// More files than this and no snapshot is taken.
     max_files: usize,
+    /// Content copied into the store by this session's snapshots, and the cap on it.
+    copied_total: u64,
+    max_copied_total: u64,
     /// Why snapshots were given up for this session (a workspace with too many files:
     /// walking it again for every call would cost seconds each time).
     given_up: Option<String>,
@@ -112,6 +118,8 @@ impl Snapshotter {
             user_objects,
             last: None,
             max_files: walk::MAX_FILES,
+            copied_total: 0,
+            max_copied_total: MAX_COPIED_PER_SESSION,
             given_up: None,
         })
     }
@@ -265,6 +273,12 @@ impl Snapshotter {
                     MAX_COPIED_PER_SNAPSHOT >> 20
                 );
                 entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
+            } else if self.copied_total + copied + stamp.size > self.max_copied_total {
+                let reason = format!(
+                    "not snapshotted: this session's snapshots had copied {} MiB already",
+                    self.max_copied_total >> 20
+                );
+                entries.insert(path, Entry::Unkept { stamp: Some(stamp), reason });
             } else {
                 copied += stamp.size;
                 if path.as_os_str().as_encoded_bytes().contains(&b'\n') {
@@ -274,6 +288,7 @@ impl Snapshotter {
                 }
             }
         }
+        self.copied_total += copied;
         let paths: Vec<PathBuf> = batch.iter().map(|(path, _)| path.clone()).collect();
         let written = self.store.write_files(&paths).await?;
         for ((path, stamp), id) in batch.into_iter().zip(written) {
@@ -439,5 +454,29 @@ mod tests {
         }
         let error = snapshotter.take().await.unwrap_err();
         assert!(error.contains("not tried again in this session"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_session_copies_no_more_than_its_cap_into_the_store() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut snapshotter =
+            Snapshotter::open(work.path(), &home.path().join("s"), home.path()).await.unwrap();
+        snapshotter.max_copied_total = 2 << 20;
+        std::fs::write(work.path().join("a.bin"), vec![1u8; 1 << 20]).unwrap();
+        let first = snapshotter.take().await.unwrap();
+        std::fs::write(work.path().join("a.bin"), vec![2u8; 1 << 20]).unwrap();
+        let second = snapshotter.take().await.unwrap();
+        // The third new content would pass the session's 2 MiB.
+        std::fs::write(work.path().join("a.bin"), vec![3u8; 1 << 20]).unwrap();
+        let third = snapshotter.take().await.unwrap();
+        let kept = |snapshot: &super::Snapshot| {
+            matches!(snapshot.inner.entries.values().next(), Some(super::Entry::Blob { .. }))
+        };
+        assert!(kept(&first) && kept(&second));
+        let Some(super::Entry::Unkept { reason, .. }) = third.inner.entries.values().next() else {
+            panic!("{third:?}")
+        };
+        assert!(reason.contains("this session's snapshots had copied 2 MiB"), "{reason}");
     }
 }
