@@ -201,3 +201,50 @@ fn text_typed_while_a_prompt_is_up_stays_in_the_composer() {
     let screen = test.settled();
     assert!(screen.contains("› note to self and more"), "the draft is kept: {screen}");
 }
+
+#[test]
+fn mentions_and_init_use_the_resumed_sessions_directory() {
+    let mut test = TuiTest::new(Script::new([Step::text("Old answer."), Step::text("Read.")]));
+    // Outside the TUI's own directory (the work dir), so its files cannot match.
+    let outside = tempfile::tempdir().unwrap();
+    let other = outside.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("only-there.txt"), "the contents over there").unwrap();
+    let output = test.command(&["exec", "an old task"]).current_dir(&other).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let id = session_id(&test);
+    test.start(&["resume", &id]);
+    test.wait("Old answer.");
+    test.wait("● ready");
+    test.type_text("@only-th");
+    test.wait("@only-there.txt");
+    test.press(Key::Tab);
+    test.wait("› @only-there.txt");
+    test.press(Key::Enter);
+    test.wait("Read.");
+    let sent = test.env.requests()[1].body.to_string();
+    let link = format!("file://{}", other.join("only-there.txt").display());
+    assert!(sent.contains(&link), "the mentioned file is the session's: {sent}");
+    test.send("/init");
+    test.wait("AGENTS.md");
+    test.settled();
+    assert!(other.join("AGENTS.md").exists(), "written in the session's directory");
+    assert!(!test.work_file("AGENTS.md").exists());
+}
+
+#[test]
+fn a_file_made_during_a_turn_can_be_mentioned_after_it() {
+    let script = Script::new([touch("made-by-turn.txt"), Step::text("Made.")]);
+    let mut test = TuiTest::new(script).with_config_first("mode = \"yolo\"");
+    std::fs::write(test.work_file("existing.txt"), "x").unwrap();
+    test.start(&[]);
+    test.type_text("@exist");
+    test.wait("@existing.txt");
+    for _ in 0.."@exist".len() {
+        test.press(Key::Backspace);
+    }
+    test.send("make a file");
+    test.wait("Made.");
+    test.type_text("@made-by");
+    test.wait("@made-by-turn.txt");
+}

@@ -212,7 +212,7 @@ impl App {
         };
         let rows = [
             ("session", session),
-            ("directory", self.cwd.display().to_string()),
+            ("directory", self.session_cwd.display().to_string()),
             ("model", self.status.model.clone().unwrap_or_else(|| "config default".into())),
             ("mode", self.status.mode.clone().unwrap_or_else(|| "ask".into())),
             (
@@ -267,7 +267,7 @@ impl App {
     }
 
     fn show_diff(&mut self) {
-        let cwd = self.cwd.clone();
+        let cwd = self.session_cwd.clone();
         let events = self.events.clone();
         tokio::spawn(async move {
             let disabled = repository_filters(&cwd).await;
@@ -309,7 +309,7 @@ impl App {
     }
 
     fn write_agents_md(&mut self) {
-        let path = self.cwd.join("AGENTS.md");
+        let path = self.session_cwd.join("AGENTS.md");
         let events = self.events.clone();
         tokio::task::spawn_blocking(move || {
             let result =
@@ -349,6 +349,7 @@ impl App {
     /// started with the next prompt.
     pub(crate) fn new_session(&mut self) {
         self.leave_session();
+        self.set_session_cwd(self.cwd.clone());
         self.transcript.clear();
         self.push_welcome();
     }
@@ -357,6 +358,7 @@ impl App {
     pub(crate) fn switch_to_session(&mut self, id: String, cwd: std::path::PathBuf) {
         self.leave_session();
         self.transcript.clear();
+        self.set_session_cwd(cwd.clone());
         self.resume_target = Some((id, cwd));
         self.open_session_if_needed();
     }

@@ -90,6 +90,8 @@ pub(crate) struct App {
     /// The composer text for which the slash or mention menu was dismissed with Esc.
     pub(crate) menu_dismissed: Option<String>,
     pub(crate) files: Option<Vec<String>>,
+    /// Which directory `files` lists, and when.
+    pub(crate) files_listed: Option<(PathBuf, Instant)>,
     pub(crate) listing_files: bool,
     pub(crate) resume: Option<ResumeTarget>,
     /// The session to load once connected (resume).
@@ -153,6 +155,7 @@ impl App {
             menu_selected: 0,
             menu_dismissed: None,
             files: None,
+            files_listed: None,
             listing_files: false,
             resume: options.resume,
             resume_target: None,
@@ -260,6 +263,16 @@ impl App {
             SessionState::Open(id) | SessionState::Opening(Some(id)) => Some(id),
             SessionState::None | SessionState::Opening(None) => None,
         }
+    }
+
+    /// The directory `@` mentions, /diff and /init work in: the open session's. The
+    /// `@` list of another directory is dropped.
+    pub(crate) fn set_session_cwd(&mut self, cwd: PathBuf) {
+        if self.files_listed.as_ref().is_some_and(|(listed, _)| *listed != cwd) {
+            self.files = None;
+            self.files_listed = None;
+        }
+        self.session_cwd = cwd;
     }
 
     /// Whether periodic redraws are needed (the working indicator moves).
@@ -417,9 +430,15 @@ impl App {
                 self.config = config;
             }
             AppEvent::CustomCommands(commands) => self.custom_commands = commands,
-            AppEvent::FilesListed(files) => {
-                self.files = Some(files);
+            AppEvent::FilesListed { cwd, files } => {
                 self.listing_files = false;
+                if cwd == self.session_cwd {
+                    self.files = Some(files);
+                    self.files_listed = Some((cwd, Instant::now()));
+                } else {
+                    // Listed for a directory the UI has left: list the current one.
+                    self.list_files();
+                }
             }
             AppEvent::ResumeResolved(result) => match result {
                 Ok(target) => {
@@ -478,7 +497,7 @@ impl App {
     fn session_opened(&mut self, opened: OpenedSession) {
         self.reconnects = 0;
         self.session = SessionState::Open(opened.session_id.clone());
-        self.session_cwd = opened.cwd.clone();
+        self.set_session_cwd(opened.cwd.clone());
         let reattached = self.reattach.take().is_some();
         self.status.link = LinkState::Ready;
         self.resume = None;
@@ -558,7 +577,7 @@ impl App {
             return;
         };
         let Some(prompt) = self.queue.pop_front() else { return };
-        let blocks = crate::mention::prompt_blocks(&prompt, &self.cwd);
+        let blocks = crate::mention::prompt_blocks(&prompt, &self.session_cwd);
         client::prompt(connection, session_id.clone(), blocks, self.events.clone());
         self.transcript.push(Cell::User(prompt.text));
         self.transcript.scroll_to_bottom();
@@ -672,6 +691,10 @@ impl App {
             }
         }
         self.restarted_in_turn = false;
+        // The turn may have made or removed files: a mention list in use is refreshed.
+        if self.files.is_some() {
+            self.list_files();
+        }
         self.pump();
     }
 

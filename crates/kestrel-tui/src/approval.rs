@@ -138,6 +138,13 @@ impl Approval {
         self.shown_at = Instant::now();
     }
 
+    /// Text meant for the composer was typed (before the guard passed): digits stop
+    /// selecting until an arrow key, as when it is typed at the prompt.
+    pub(crate) fn typed_elsewhere(&mut self) {
+        self.typing = true;
+        self.selected = None;
+    }
+
     /// Whether keys are its yet ([`GUARD`] has passed since it was shown).
     pub(crate) fn armed(&self) -> bool {
         self.shown_at.elapsed() >= GUARD

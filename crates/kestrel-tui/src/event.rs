@@ -72,7 +72,10 @@ pub(crate) enum AppEvent {
     ModelChanged(Result<Vec<acp::SessionConfigOption>, String>),
     ConfigLoaded(ConfigSummary),
     CustomCommands(Vec<CustomCommand>),
-    FilesListed(Vec<String>),
+    FilesListed {
+        cwd: std::path::PathBuf,
+        files: Vec<String>,
+    },
     /// `kestrel resume`: which session to load, or why none.
     ResumeResolved(Result<(String, PathBuf), String>),
     /// Output of a local command (/diff, /init) for the transcript.

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// A second ctrl+c within this time quits.
 const QUIT_WINDOW: Duration = Duration::from_secs(3);
+/// An `@` file list older than this is listed again when `@` is typed.
+const FILES_FRESH: Duration = Duration::from_secs(3);
 /// Esc twice within this time edits an earlier message.
 const DOUBLE_ESC: Duration = Duration::from_millis(800);
 
@@ -87,6 +89,7 @@ impl App {
                 // Typed before the prompt could be seen: text for the composer, and
                 // nothing else (an Enter meant to send must not answer the prompt).
                 if matches!(key.code, KeyCode::Char(_)) && !ctrl {
+                    approval.typed_elsewhere();
                     self.composer.input(key);
                 }
                 return;
@@ -269,15 +272,33 @@ impl App {
         }
         let mentioning =
             self.composer.current_word().is_some_and(|(_, word)| word.starts_with('@'));
-        if mentioning && self.files.is_none() && !self.listing_files {
-            self.listing_files = true;
-            let cwd = self.cwd.clone();
-            let events = self.events.clone();
-            tokio::task::spawn_blocking(move || {
-                let files = mention::list_files(&cwd);
-                let _ = events.blocking_send(AppEvent::FilesListed(files));
-            });
+        if mentioning && self.files_stale() {
+            self.list_files();
         }
+    }
+
+    /// Whether the `@` list is missing, of another directory, or older than
+    /// [`FILES_FRESH`] (files come and go while the agent works).
+    fn files_stale(&self) -> bool {
+        match &self.files_listed {
+            Some((cwd, at)) => *cwd != self.session_cwd || at.elapsed() > FILES_FRESH,
+            None => true,
+        }
+    }
+
+    /// Lists the session directory's files in the background (the old list, if of the
+    /// same directory, is used until the new one arrives).
+    pub(crate) fn list_files(&mut self) {
+        if self.listing_files {
+            return;
+        }
+        self.listing_files = true;
+        let cwd = self.session_cwd.clone();
+        let events = self.events.clone();
+        tokio::task::spawn_blocking(move || {
+            let files = mention::list_files(&cwd);
+            let _ = events.blocking_send(AppEvent::FilesListed { cwd, files });
+        });
     }
 
     fn submit(&mut self) {
