@@ -549,3 +549,18 @@ async fn a_change_inside_a_large_ignored_directory_is_reported_not_lost() {
     let message = fx.undo(false).unwrap_err().to_string();
     assert!(message.contains("node_modules") && message.contains("not saved"), "{message}");
 }
+
+#[tokio::test]
+async fn ignore_files_above_the_workspace_do_not_apply() {
+    let mut fx = Fixture::new(Mode::Auto);
+    fx.write(".gitignore", "*\n");
+    fx.context = common::context(&fx.root().join("ws"), Mode::Auto);
+    for index in 0..1_001 {
+        fx.write(&format!("src/{index:04}.rs"), "x\n");
+    }
+    fx.turn();
+    let files = fx.shell("echo clobbered > src/0005.rs").await.unwrap();
+    assert_eq!(relative(&fx, &files), ["src/0005.rs"]);
+    fx.undo(false).unwrap();
+    assert_eq!(fx.read("src/0005.rs").unwrap(), "x\n");
+}
