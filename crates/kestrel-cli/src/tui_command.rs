@@ -3,6 +3,7 @@
 
 use clap::Args;
 use kestrel_tui::{ResumeTarget, StartOptions, TuiError};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// `kestrel resume` arguments.
@@ -31,11 +32,13 @@ pub fn run(resume: Option<ResumeArgs>) -> ExitCode {
     });
     match kestrel_tui::run(StartOptions { program, cwd, resume }) {
         Ok(exit) => {
+            // Said on SIGTERM/SIGHUP too; a hung-up terminal may refuse it (ignored).
+            if let Some(id) = exit.session_id {
+                let mut stdout = std::io::stdout();
+                let _ = writeln!(stdout, "Session {id}: continue it with `kestrel resume {id}`");
+            }
             if let Some(signal) = exit.signal {
                 return ExitCode::from(128u8.saturating_add(u8::try_from(signal).unwrap_or(0)));
-            }
-            if let Some(id) = exit.session_id {
-                println!("Session {id}: continue it with `kestrel resume {id}`");
             }
             ExitCode::SUCCESS
         }

@@ -248,3 +248,37 @@ fn a_file_made_during_a_turn_can_be_mentioned_after_it() {
     test.type_text("@made-by");
     test.wait("@made-by-turn.txt");
 }
+
+#[test]
+fn kestrel_mode_applies_to_the_session_after_new_too() {
+    let script = Script::new([Step::text("First."), Step::text("Second.")]);
+    let mut test = TuiTest::new(script).with_config_first("mode = \"yolo\"");
+    // A daemon already up without KESTREL_MODE: only the TUI knows it.
+    let started = test.command(&["daemon", "start"]).output().unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let mut command = test.command(&[]);
+    command.env("KESTREL_MODE", "read-only");
+    test.start_command(&command, tui_support::ROWS, tui_support::COLS);
+    test.send("one");
+    test.wait("First.");
+    test.wait(" · read-only · ");
+    test.send("/new");
+    test.send("two");
+    test.wait("Second.");
+    let screen = test.settled();
+    assert!(screen.contains(" · read-only · "), "the second session is read-only: {screen}");
+    assert!(!screen.contains(" · yolo · "), "{screen}");
+}
+
+#[test]
+fn sigterm_says_how_to_resume_the_session() {
+    let mut test = TuiTest::new(Script::new([Step::text("Bye.")]));
+    test.start(&[]);
+    test.send("hello");
+    test.wait("Bye.");
+    tui_support::signal(test.pty().pid().unwrap(), libc::SIGTERM);
+    test.pty.as_mut().unwrap().wait_exit(tui_support::WAIT).unwrap();
+    let screen = test.wait("kestrel resume").replace('\n', "");
+    let id = session_id(&test);
+    assert!(screen.contains(&format!("continue it with `kestrel resume {id}`")), "{screen}");
+}

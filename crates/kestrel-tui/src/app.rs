@@ -85,6 +85,10 @@ pub(crate) struct App {
     /// A mode or model chosen before the session existed (or from KESTREL_MODE/MODEL).
     pub(crate) pending_mode: Option<String>,
     pub(crate) pending_model: Option<String>,
+    /// KESTREL_MODE and KESTREL_MODEL: applied to every new session, not just the first
+    /// (a read-only start must stay read-only after /new).
+    env_mode: Option<String>,
+    env_model: Option<String>,
     pub(crate) custom_commands: Vec<CustomCommand>,
     pub(crate) menu_selected: usize,
     /// The composer text for which the slash or mention menu was dismissed with Esc.
@@ -151,6 +155,8 @@ impl App {
             config_options: Vec::new(),
             pending_mode: None,
             pending_model: None,
+            env_mode: None,
+            env_model: None,
             custom_commands: Vec::new(),
             menu_selected: 0,
             menu_dismissed: None,
@@ -240,8 +246,10 @@ impl App {
                 panic!("{PANIC_HOOK_ENV}=task: a panic in a background task");
             });
         }
-        self.pending_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
-        self.pending_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
+        self.env_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
+        self.env_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
+        self.pending_mode = self.env_mode.clone();
+        self.pending_model = self.env_model.clone();
     }
 
     pub(crate) fn notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
@@ -488,6 +496,13 @@ impl App {
             return;
         }
         if !self.queue.is_empty() || self.picker_after_open.is_some() {
+            // A choice made before it opened (/mode, /model) wins over the environment.
+            if self.pending_mode.is_none() {
+                self.pending_mode = self.env_mode.clone();
+            }
+            if self.pending_model.is_none() {
+                self.pending_model = self.env_model.clone();
+            }
             self.session = SessionState::Opening(None);
             self.status.link = LinkState::Opening;
             client::new_session(connection, self.cwd.clone(), self.events.clone());
