@@ -13,7 +13,7 @@ from pathlib import Path
 BUDGETS = [
     ("TUI first paint, daemon up", ("tui", "first paint (daemon up)"), 5.0, "ms"),
     ("TUI input-ready, daemon up", ("tui", "input-ready (daemon up)"), 10.0, "ms"),
-    ("idle RSS of the process tree", ("tui", "idle RSS of the tree (TUI + daemon + worker)"), 20.0, "MB"),
+    ("idle RSS of the process tree", ("tui", "idle RSS of the tree with a worker, after 1 turn"), 20.0, "MB"),
     ("release binary", ("build", "release binary (target/release/kestrel)"), 15.0, "MB"),
     ("turn overhead, CPU per round trip", ("exec (chat)", "per round trip: CPU"), 2.0, "ms"),
     ("replay of a 100k-item record", ("store API (in-process)", "replay_open: 100000 items"), 300.0, "ms"),
