@@ -18,9 +18,12 @@ use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(name = "kestrel", version, about = "A terminal coding agent")]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    tui: tui_command::TuiOptions,
 }
 
 #[derive(Subcommand)]
@@ -52,7 +55,7 @@ fn main() -> ExitCode {
     // Bare `kestrel` opens the UI: its first frame waits for neither the whole CLI's
     // parser nor TLS (the UI makes no HTTPS request).
     if std::env::args_os().len() == 1 {
-        return tui_command::run(None);
+        return tui_command::run(None, tui_command::TuiOptions::default());
     }
     kestrel_model::install_crypto_provider();
     let cli = Cli::parse();
@@ -66,7 +69,7 @@ fn main() -> ExitCode {
         Some(Command::Acp) => acp_command::run(),
         Some(Command::Models(args)) => models_command::run(args),
         Some(Command::Daemon(args)) => daemon_command::run(args),
-        Some(Command::Resume(args)) => tui_command::run(Some(args)),
-        None => tui_command::run(None),
+        Some(Command::Resume(args)) => tui_command::run(Some(args), cli.tui),
+        None => tui_command::run(None, cli.tui),
     }
 }

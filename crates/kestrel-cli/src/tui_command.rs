@@ -6,6 +6,27 @@ use kestrel_tui::{ResumeTarget, StartOptions, TuiError};
 use std::io::Write;
 use std::process::ExitCode;
 
+/// What the UI's new sessions use (ARCHITECTURE §7: over KESTREL_MODE/KESTREL_MODEL
+/// and the config).
+#[derive(Args, Default)]
+pub struct TuiOptions {
+    /// read-only, ask, auto or yolo for the sessions this UI creates.
+    #[arg(long, value_parser = ["read-only", "ask", "auto", "yolo"])]
+    mode: Option<String>,
+    /// The model as PROVIDER/MODEL for the sessions this UI creates.
+    #[arg(long, short = 'm', value_parser = provider_model)]
+    model: Option<String>,
+}
+
+fn provider_model(value: &str) -> Result<String, String> {
+    match value.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {
+            Ok(value.to_owned())
+        }
+        _ => Err(format!("`{value}` is not PROVIDER/MODEL (e.g. anthropic/claude-sonnet-4-5)")),
+    }
+}
+
 /// `kestrel resume` arguments.
 #[derive(Args)]
 pub struct ResumeArgs {
@@ -15,9 +36,12 @@ pub struct ResumeArgs {
     /// Resume the newest session of the current directory.
     #[arg(long)]
     last: bool,
+    #[command(flatten)]
+    options: TuiOptions,
 }
 
-pub fn run(resume: Option<ResumeArgs>) -> ExitCode {
+/// Runs the UI (on `resume`'s session if given) with `options`, or those of `resume`.
+pub fn run(resume: Option<ResumeArgs>, options: TuiOptions) -> ExitCode {
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(error) => return fail(&error, 1),
@@ -26,11 +50,17 @@ pub fn run(resume: Option<ResumeArgs>) -> ExitCode {
         Ok(cwd) => cwd,
         Err(error) => return fail(&error, 1),
     };
-    let resume = resume.map(|args| match args.id {
-        Some(id) => ResumeTarget::Id(id),
-        None => ResumeTarget::Last,
-    });
-    match kestrel_tui::run(StartOptions { program, cwd, resume }) {
+    let (resume, TuiOptions { mode, model }) = match resume {
+        Some(args) => {
+            let target = match args.id {
+                Some(id) => ResumeTarget::Id(id),
+                None => ResumeTarget::Last,
+            };
+            (Some(target), args.options)
+        }
+        None => (None, options),
+    };
+    match kestrel_tui::run(StartOptions { program, cwd, resume, mode, model }) {
         Ok(exit) => {
             // Said on SIGTERM/SIGHUP too; a hung-up terminal may refuse it (ignored).
             if let Some(id) = exit.session_id {

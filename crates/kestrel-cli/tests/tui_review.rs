@@ -282,3 +282,30 @@ fn sigterm_says_how_to_resume_the_session() {
     let id = session_id(&test);
     assert!(screen.contains(&format!("continue it with `kestrel resume {id}`")), "{screen}");
 }
+
+#[test]
+fn the_mode_flag_wins_over_kestrel_mode_for_the_tuis_sessions() {
+    let script = Script::new([Step::text("First.")]);
+    let mut test = TuiTest::new(script).with_config_first("mode = \"yolo\"");
+    let started = test.command(&["daemon", "start"]).output().unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let mut command = test.command(&["--mode", "read-only"]);
+    command.env("KESTREL_MODE", "auto");
+    test.start_command(&command, tui_support::ROWS, tui_support::COLS);
+    test.send("one");
+    test.wait("First.");
+    test.wait(" · read-only · ");
+}
+
+#[test]
+fn bad_mode_and_model_flags_are_refused_clearly() {
+    let test = TuiTest::new(Script::new([]));
+    let output = test.command(&["--mode", "careful"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("careful") && stderr.contains("read-only"), "{stderr}");
+    let output = test.command(&["--model", "gpt"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("`gpt` is not PROVIDER/MODEL"), "{stderr}");
+}

@@ -85,8 +85,8 @@ pub(crate) struct App {
     /// A mode or model chosen before the session existed (or from KESTREL_MODE/MODEL).
     pub(crate) pending_mode: Option<String>,
     pub(crate) pending_model: Option<String>,
-    /// KESTREL_MODE and KESTREL_MODEL: applied to every new session, not just the first
-    /// (a read-only start must stay read-only after /new).
+    /// --mode/--model, else KESTREL_MODE/KESTREL_MODEL: applied to every new session,
+    /// not just the first (a read-only start must stay read-only after /new).
     env_mode: Option<String>,
     env_model: Option<String>,
     pub(crate) custom_commands: Vec<CustomCommand>,
@@ -155,8 +155,8 @@ impl App {
             config_options: Vec::new(),
             pending_mode: None,
             pending_model: None,
-            env_mode: None,
-            env_model: None,
+            env_mode: options.mode.clone(),
+            env_model: options.model.clone(),
             custom_commands: Vec::new(),
             menu_selected: 0,
             menu_dismissed: None,
@@ -246,8 +246,13 @@ impl App {
                 panic!("{PANIC_HOOK_ENV}=task: a panic in a background task");
             });
         }
-        self.env_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
-        self.env_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
+        // --mode and --model (already set) come before the environment.
+        if self.env_mode.is_none() {
+            self.env_mode = std::env::var("KESTREL_MODE").ok().filter(|mode| !mode.is_empty());
+        }
+        if self.env_model.is_none() {
+            self.env_model = std::env::var("KESTREL_MODEL").ok().filter(|model| !model.is_empty());
+        }
         self.pending_mode = self.env_mode.clone();
         self.pending_model = self.env_model.clone();
     }

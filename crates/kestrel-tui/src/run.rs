@@ -42,6 +42,10 @@ pub struct StartOptions {
     /// The workspace of new sessions.
     pub cwd: PathBuf,
     pub resume: Option<ResumeTarget>,
+    /// `--mode` for every session it creates (over KESTREL_MODE and the config).
+    pub mode: Option<String>,
+    /// `--model` as PROVIDER/MODEL for every session it creates (over KESTREL_MODEL).
+    pub model: Option<String>,
 }
 
 /// How the TUI ended.
