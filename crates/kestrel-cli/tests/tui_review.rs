@@ -34,6 +34,12 @@ fn wait_for_record(path: &std::path::Path, needle: &str) {
     }
 }
 
+/// The composer's first row (the lowest row starting with the prompt mark).
+fn composer_row(screen: &str) -> String {
+    let row = screen.lines().rev().find(|row| row.starts_with("› "));
+    row.unwrap_or_default().trim_end().to_owned()
+}
+
 /// The id of the only session (its record's file name).
 fn session_id(test: &TuiTest) -> String {
     let records = test.env.records();
@@ -308,4 +314,27 @@ fn bad_mode_and_model_flags_are_refused_clearly() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("`gpt` is not PROVIDER/MODEL"), "{stderr}");
+}
+
+#[test]
+fn history_walks_past_a_recalled_slash_command() {
+    let script = Script::new([Step::text("Answered.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("first prompt");
+    test.wait("Answered.");
+    test.send("/status");
+    test.wait("Status");
+    test.press(Key::Up);
+    test.wait_until("/status recalled", |screen| composer_row(screen) == "› /status");
+    test.press(Key::Up);
+    test.wait_until("the prompt before it", |screen| composer_row(screen) == "› first prompt");
+    // Editing a recalled command opens its menu again.
+    test.press(Key::Down);
+    test.wait_until("/status again", |screen| composer_row(screen) == "› /status");
+    test.press(Key::Backspace);
+    test.wait_until("the slash menu", |screen| {
+        screen.contains("› /statu")
+            && screen.lines().any(|row| row.contains("/status") && !row.starts_with("› "))
+    });
 }

@@ -225,6 +225,14 @@ impl Composer {
         true
     }
 
+    /// Whether it shows a history entry as recalled, not yet edited (Up/Down keep
+    /// walking the history rather than a menu for its text).
+    pub(crate) fn showing_history(&self) -> bool {
+        self.history_index
+            .and_then(|index| self.history.get(index))
+            .is_some_and(|entry| entry.typed == self.text())
+    }
+
     /// Puts a history entry (or the draft) in the editor with its paste blocks.
     fn show(&mut self, entry: Entry) {
         self.set_text(&entry.typed);

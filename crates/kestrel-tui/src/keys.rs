@@ -51,7 +51,8 @@ impl App {
     /// The menu for what is being typed, if any.
     pub(crate) fn menu(&self) -> Option<Menu> {
         let text = self.composer.text();
-        if self.menu_dismissed.as_deref() == Some(text.as_str()) {
+        if self.menu_dismissed.as_deref() == Some(text.as_str()) || self.composer.showing_history()
+        {
             return None;
         }
         if let Some(query) = text.strip_prefix('/')
