@@ -338,3 +338,35 @@ fn history_walks_past_a_recalled_slash_command() {
             && screen.lines().any(|row| row.contains("/status") && !row.starts_with("› "))
     });
 }
+
+#[test]
+fn a_subagents_shown_id_is_its_unique_tail_and_resumes_it() {
+    let script = Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "count the files", "prompt": "How many files are here?"}),
+        ),
+        Step::text("There are 2 files."),
+        Step::text("The subagent counted 2 files."),
+    ]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("count them with a subagent");
+    test.wait("The subagent counted 2 files.");
+    let screen = test.pty().screen_text();
+    let regex = regex::Regex::new(r"subagent ([0-9a-f]{12}) ").unwrap();
+    let short = regex.captures(&screen).expect("a short id")[1].to_owned();
+    let child = test
+        .env
+        .records()
+        .into_iter()
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .find(|id| id.ends_with(&short))
+        .expect("the shown id is the end of a session's");
+    assert_eq!(child.len(), 36, "{child}");
+    test.send("/quit");
+    test.pty.as_mut().unwrap().wait_exit(tui_support::WAIT).unwrap();
+    test.start(&["resume", &short]);
+    test.wait("How many files are here?");
+    test.wait("resumed the session");
+}

@@ -229,7 +229,7 @@ impl App {
             let events = self.events.clone();
             tokio::task::spawn_blocking(move || {
                 let found = match &target {
-                    ResumeTarget::Id(id) => kestrel_store::SessionIndex::find(&home, id),
+                    ResumeTarget::Id(id) => find_session(&home, id),
                     ResumeTarget::Last => kestrel_store::SessionIndex::latest(&home, Some(&cwd)),
                 };
                 let result = found
@@ -386,7 +386,7 @@ impl App {
                 }
             }
             AppEvent::ChildFailed { session_id, message } => {
-                let short: String = session_id.chars().take(8).collect();
+                let short = crate::tool_cell::short_id(&session_id);
                 self.notice(
                     NoticeLevel::Warning,
                     format!("cannot follow subagent {short}: {message}"),
@@ -760,6 +760,27 @@ impl App {
             }
         }
         self.pump();
+    }
+}
+
+/// A session by id or unique prefix, else by a unique suffix (a subagent's short id as
+/// shown under its `task` call); the prefix search's error when neither finds one.
+fn find_session(
+    home: &KestrelHome,
+    query: &str,
+) -> Result<kestrel_store::SessionSummary, kestrel_store::StoreError> {
+    let error = match kestrel_store::SessionIndex::find(home, query) {
+        Ok(summary) => return Ok(summary),
+        Err(error) => error,
+    };
+    if query.len() < 4 {
+        return Err(error);
+    }
+    let sessions = kestrel_store::SessionIndex::list(home).unwrap_or_default();
+    let mut matching = sessions.into_iter().filter(|summary| summary.id.as_str().ends_with(query));
+    match (matching.next(), matching.next()) {
+        (Some(summary), None) => Ok(summary),
+        _ => Err(error),
     }
 }
 

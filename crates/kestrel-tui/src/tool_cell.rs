@@ -256,9 +256,17 @@ impl ToolCell {
     }
 }
 
+/// A subagent's id as shown: the last 12 characters. A UUIDv7 starts with its creation
+/// time, so subagents started together share their first characters; its tail is random.
+/// `kestrel resume` takes it.
+pub(crate) fn short_id(id: &str) -> String {
+    let skip = id.chars().count().saturating_sub(12);
+    id.chars().skip(skip).collect()
+}
+
 /// The nested view of a subagent: its id, its latest tool calls, its answer's last lines.
 fn child_lines(child: &ChildActivity, width: usize, with_answer: bool) -> Vec<Line<'static>> {
-    let short: String = child.session_id.chars().take(8).collect();
+    let short = short_id(&child.session_id);
     let mut lines = vec![Line::from(vec![
         Span::styled("subagent ", theme::accent()),
         Span::styled(short, theme::bold()),

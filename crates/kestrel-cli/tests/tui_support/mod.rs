@@ -142,7 +142,7 @@ impl TuiTest {
         text = text.replace(&work, "<work>").replace(&home, "<home>");
         let patterns: [(&str, &str); 5] = [
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<session-id>"),
-            (r"subagent [0-9a-f]{8}\b", "subagent <id>"),
+            (r"subagent [0-9a-f]{12}\b", "subagent <id>"),
             (r"\d{4}-\d\d-\d\d \d\d:\d\d", "<date>"),
             (r"[⠋⠙⠹⠸⠼⠴⠦⠧] (Working|Interrupting) \d+s", "⠿ $1 Ns"),
             (r"/tmp/\.tmp[A-Za-z0-9]+", "<tmp>"),
