@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(
             lines[1..],
             [
-                "  └ subagent 01234567 · open it from /sessions",
+                "  └ subagent 456789abcdef · open it from /sessions",
                 "    │ ○ read_file: a.rs",
                 "    │ Found it."
             ]
