@@ -370,3 +370,15 @@ fn a_subagents_shown_id_is_its_unique_tail_and_resumes_it() {
     test.wait("How many files are here?");
     test.wait("resumed the session");
 }
+
+#[test]
+fn a_combining_mark_after_a_space_gets_a_base_and_tabs_reach_their_stop() {
+    let script = Script::new([Step::text("mark \u{301}x end\n\nab\tcd")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("show marks");
+    test.wait("end");
+    let screen = test.settled();
+    assert!(screen.contains("mark \u{25cc}\u{301}x end"), "the mark has a base: {screen}");
+    assert!(screen.contains("ab      cd"), "the tab reaches column 8: {screen}");
+}

@@ -24,6 +24,12 @@ struct Piece {
     width: usize,
 }
 
+/// Tab stops every this many columns (of the text, prefixes not counted).
+const TAB_STOP: usize = 8;
+/// Stands under a combining mark that has no character to combine with (after a space,
+/// at the start): a cell must never start with a zero-width character.
+const MARK_BASE: char = '\u{25cc}';
+
 /// Words (pieces without spaces, possibly of several styles) and the spaces between them.
 #[derive(Debug)]
 enum Token {
@@ -34,10 +40,20 @@ enum Token {
 fn tokens(spans: &[Span<'_>]) -> Vec<Token> {
     let mut tokens = Vec::new();
     let mut word: Vec<Piece> = Vec::new();
+    let mut column = 0;
     for span in spans {
         for ch in span.content.chars() {
-            let ch = if ch == '\t' { ' ' } else { ch };
+            // A tab is the spaces up to the next tab stop.
+            let (ch, count) = match ch {
+                '\t' => (' ', TAB_STOP - column % TAB_STOP),
+                _ => (ch, 1),
+            };
             let ch_width = ch.width().unwrap_or(0);
+            if ch_width == 0 && word.is_empty() {
+                word.push(Piece { text: MARK_BASE.to_string(), style: span.style, width: 1 });
+                column += 1;
+            }
+            column += ch_width * count;
             if ch == ' ' {
                 if !word.is_empty() {
                     tokens.push(Token::Word(std::mem::take(&mut word)));
@@ -45,13 +61,13 @@ fn tokens(spans: &[Span<'_>]) -> Vec<Token> {
                 if let Some(Token::Space(piece)) = tokens.last_mut()
                     && piece.style == span.style
                 {
-                    piece.text.push(' ');
-                    piece.width += 1;
+                    piece.text.push_str(&" ".repeat(count));
+                    piece.width += count;
                 } else {
                     tokens.push(Token::Space(Piece {
-                        text: " ".into(),
+                        text: " ".repeat(count),
                         style: span.style,
-                        width: 1,
+                        width: count,
                     }));
                 }
                 continue;
