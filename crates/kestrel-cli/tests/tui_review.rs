@@ -382,3 +382,19 @@ fn a_combining_mark_after_a_space_gets_a_base_and_tabs_reach_their_stop() {
     assert!(screen.contains("mark \u{25cc}\u{301}x end"), "the mark has a base: {screen}");
     assert!(screen.contains("ab      cd"), "the tab reaches column 8: {screen}");
 }
+
+#[test]
+fn the_composer_grows_to_the_rows_its_word_wrapping_needs() {
+    let mut test = TuiTest::new(Script::new([]));
+    test.start(&[]);
+    // Four 49-letter words: one per row at 98 columns of text, where counting
+    // characters would give three rows.
+    let words: Vec<String> =
+        ["a", "b", "c", "d"].iter().map(|letter| letter.repeat(48) + "z").collect();
+    test.type_text(&words.join(" "));
+    test.wait_until("the last word", |screen| screen.contains(&words[3]));
+    let screen = test.settled();
+    for word in &words {
+        assert!(screen.contains(word.as_str()), "{word} is shown: {screen}");
+    }
+}

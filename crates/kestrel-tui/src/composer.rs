@@ -263,11 +263,22 @@ impl Composer {
         self.textarea.insert_str(replacement);
     }
 
-    /// Rows needed to show the text at `width`, between 1 and [`MAX_ROWS`].
+    /// Rows needed to show the text at `width`, between 1 and [`MAX_ROWS`]: counted with
+    /// word wrapping, as the text area wraps (a word that does not fit moves down whole).
     pub(crate) fn rows(&self, width: u16) -> u16 {
         let width = usize::from(width).max(1);
-        let rows: usize =
-            self.textarea.lines().iter().map(|line| wrap::width(line).div_ceil(width).max(1)).sum();
+        let mut rows = 0;
+        for line in self.textarea.lines() {
+            rows += if wrap::width(line) <= width {
+                1
+            } else {
+                let spans = [ratatui::text::Span::raw(line.as_str())];
+                wrap::wrap_spans(&spans, width, &[], &[]).len()
+            };
+            if rows >= MAX_ROWS {
+                break;
+            }
+        }
         u16::try_from(rows.clamp(1, MAX_ROWS)).unwrap_or(1)
     }
 
