@@ -398,3 +398,17 @@ fn the_composer_grows_to_the_rows_its_word_wrapping_needs() {
         assert!(screen.contains(word.as_str()), "{word} is shown: {screen}");
     }
 }
+
+#[test]
+fn a_resumed_session_shows_its_tokens_so_far() {
+    let mut test = TuiTest::new(Script::new([Step::text("First answer.")]));
+    let output = test.command(&["exec", "first question"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let id = session_id(&test);
+    test.start(&["resume", &id]);
+    test.wait("First answer.");
+    let screen = test.wait_until("the session's tokens", |screen| {
+        screen.lines().last().is_some_and(|status| status.contains(" tok"))
+    });
+    assert!(screen.contains("resumed the session"), "{screen}");
+}

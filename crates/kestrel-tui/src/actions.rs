@@ -255,7 +255,7 @@ impl App {
             Line::from(vec![
                 Span::styled("tokens    ", theme::bold()),
                 Span::raw(format!(
-                    "{} (model requests seen in this window)",
+                    "{} (the session's model requests)",
                     compact(self.status.tokens)
                 )),
             ]),

@@ -453,6 +453,15 @@ impl App {
                     self.list_files();
                 }
             }
+            AppEvent::SessionTotals { session_id, tokens, cost } => {
+                // What the session used before this UI attached, under what it saw since.
+                if self.session_id() == Some(session_id.as_str()) {
+                    self.status.tokens = self.status.tokens.saturating_add(tokens);
+                    if self.status.cost.is_none() && cost > 0.0 {
+                        self.status.cost = Some(cost);
+                    }
+                }
+            }
             AppEvent::ResumeResolved(result) => match result {
                 Ok(target) => {
                     self.resume_target = Some(target);
@@ -533,6 +542,7 @@ impl App {
                 self.notice(NoticeLevel::Warning, text);
             }
         } else if opened.loaded {
+            self.read_session_totals(&opened.session_id);
             for prompt in self.transcript.user_prompts() {
                 self.composer.remember(&prompt);
             }
@@ -557,6 +567,23 @@ impl App {
             self.open_picker(kind);
         }
         self.pump();
+    }
+
+    /// Reads a resumed session's usage so far from the index (in the background): the
+    /// status line and /cost count the whole session, not just this window's requests.
+    fn read_session_totals(&self, session_id: &str) {
+        let home = self.home.clone();
+        let events = self.events.clone();
+        let session_id = session_id.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let Ok(summary) = kestrel_store::SessionIndex::find(&home, &session_id) else {
+                return;
+            };
+            let usage = summary.usage;
+            let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
+            let event = AppEvent::SessionTotals { session_id, tokens, cost: usage.cost };
+            let _ = events.blocking_send(event);
+        });
     }
 
     /// The model option's choices and current value.

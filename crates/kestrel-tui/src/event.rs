@@ -78,6 +78,12 @@ pub(crate) enum AppEvent {
     },
     /// `kestrel resume`: which session to load, or why none.
     ResumeResolved(Result<(String, PathBuf), String>),
+    /// A resumed session's tokens and cost so far (from the session index).
+    SessionTotals {
+        session_id: String,
+        tokens: u64,
+        cost: f64,
+    },
     /// Output of a local command (/diff, /init) for the transcript.
     LocalOutput {
         title: String,
