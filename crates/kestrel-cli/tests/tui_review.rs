@@ -412,3 +412,23 @@ fn a_resumed_session_shows_its_tokens_so_far() {
     });
     assert!(screen.contains("resumed the session"), "{screen}");
 }
+
+#[test]
+fn the_model_picker_takes_a_model_it_does_not_list_and_the_worker_uses_it() {
+    let mut test = TuiTest::new(Script::new([Step::text("Hi from the other model.")]));
+    test.start(&[]);
+    test.send("/model");
+    test.wait("Model");
+    test.type_text("scripted/other-model");
+    test.wait("use scripted/other-model");
+    for _ in 0..3 {
+        test.press(Key::Down);
+    }
+    test.wait("› use scripted/other-model");
+    test.press(Key::Enter);
+    test.wait(" scripted/other-model · ");
+    test.send("hello");
+    test.wait("Hi from the other model.");
+    let sent = &test.env.requests()[0].body;
+    assert_eq!(sent["model"], "other-model", "the worker asked for it: {sent}");
+}

@@ -456,7 +456,8 @@ impl App {
                             depth: 0,
                         })
                         .collect();
-                    self.picker = Some(Picker::new(kind, "Model", items, Some(current)));
+                    let picker = Picker::new(kind, "Model", items, Some(current));
+                    self.picker = Some(picker.with_free_text());
                 }
                 None => {
                     self.picker_after_open = Some(kind);

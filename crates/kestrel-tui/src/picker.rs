@@ -53,6 +53,9 @@ pub(crate) struct Picker {
     filter: String,
     selected: usize,
     empty_text: String,
+    /// A filter that looks like PROVIDER/MODEL is offered as a choice of its own (a model
+    /// the catalog does not know yet).
+    free_text: bool,
 }
 
 impl Picker {
@@ -74,7 +77,24 @@ impl Picker {
             filter: String::new(),
             selected,
             empty_text: "nothing to choose from".to_owned(),
+            free_text: false,
         }
+    }
+
+    /// Offers the typed filter itself as a choice when it is PROVIDER/MODEL.
+    pub(crate) fn with_free_text(mut self) -> Self {
+        self.free_text = true;
+        self
+    }
+
+    /// The filter as a choice of its own, when offered and not an item already.
+    fn free_choice(&self) -> Option<&str> {
+        let looks_right = self
+            .filter
+            .split_once('/')
+            .is_some_and(|(provider, model)| !provider.is_empty() && !model.is_empty());
+        let known = self.items.iter().any(|item| item.value == self.filter);
+        (self.free_text && looks_right && !known).then_some(self.filter.as_str())
     }
 
     pub(crate) fn with_empty_text(mut self, text: &str) -> Self {
@@ -94,22 +114,24 @@ impl Picker {
 
     pub(crate) fn handle_key(&mut self, key: KeyEvent) -> PickerAction {
         let visible = self.visible();
+        let rows = visible.len() + usize::from(self.free_choice().is_some());
         match key.code {
             KeyCode::Esc => return PickerAction::Closed,
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
                 return PickerAction::Closed;
             }
             KeyCode::Up => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Down => {
-                self.selected = (self.selected + 1).min(visible.len().saturating_sub(1))
-            }
+            KeyCode::Down => self.selected = (self.selected + 1).min(rows.saturating_sub(1)),
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(VISIBLE),
             KeyCode::PageDown => {
-                self.selected = (self.selected + VISIBLE).min(visible.len().saturating_sub(1))
+                self.selected = (self.selected + VISIBLE).min(rows.saturating_sub(1))
             }
             KeyCode::Enter => {
                 if let Some(item) = visible.get(self.selected).and_then(|i| self.items.get(*i)) {
                     return PickerAction::Chosen(item.value.clone());
+                }
+                if let Some(free) = self.free_choice() {
+                    return PickerAction::Chosen(free.to_owned());
                 }
             }
             KeyCode::Backspace => {
@@ -127,7 +149,8 @@ impl Picker {
 
     /// Rows the picker wants (border, filter, items, hint).
     pub(crate) fn height(&self) -> u16 {
-        let rows = self.items.len().clamp(1, VISIBLE) + 4;
+        let free = usize::from(self.free_choice().is_some());
+        let rows = self.items.len().clamp(1, VISIBLE) + 4 + free;
         u16::try_from(rows).unwrap_or(14)
     }
 
@@ -154,7 +177,8 @@ impl Picker {
         let visible = self.visible();
         let rows = usize::from(inner.height).saturating_sub(2).max(1);
         let first = self.selected.saturating_sub(rows.saturating_sub(1));
-        if visible.is_empty() {
+        let free = self.free_choice();
+        if visible.is_empty() && free.is_none() {
             lines.push(Line::from(Span::styled(self.empty_text.clone(), theme::dim())));
         }
         for (position, index) in visible.iter().enumerate().skip(first).take(rows) {
@@ -175,6 +199,16 @@ impl Picker {
             if !item.detail.is_empty() {
                 spans.push(Span::styled(format!("  {}", item.detail), theme::dim()));
             }
+            lines.push(Line::from(truncate_spans(spans, width)));
+        }
+        if let Some(free) = free {
+            let chosen = self.selected >= visible.len();
+            let style = if chosen { theme::selected() } else { Style::default() };
+            let spans = vec![
+                Span::styled(if chosen { "› " } else { "  " }, style),
+                Span::styled(format!("use {free}"), style),
+                Span::styled("  (not in the list)", theme::dim()),
+            ];
             lines.push(Line::from(truncate_spans(spans, width)));
         }
         let hint = "↑↓ move · enter choose · esc close";
