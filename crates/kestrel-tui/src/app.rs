@@ -218,7 +218,7 @@ impl App {
         let cwd = self.cwd.clone();
         let events = self.events.clone();
         tokio::task::spawn_blocking(move || {
-            let config = load_config(&home, &cwd);
+            let config = crate::lookup::load_config(&home, &cwd);
             let commands = crate::commands::load_custom(&home.commands_dir(), &cwd);
             let _ = events.blocking_send(AppEvent::ConfigLoaded(config));
             let _ = events.blocking_send(AppEvent::CustomCommands(commands));
@@ -229,7 +229,7 @@ impl App {
             let events = self.events.clone();
             tokio::task::spawn_blocking(move || {
                 let found = match &target {
-                    ResumeTarget::Id(id) => find_session(&home, id),
+                    ResumeTarget::Id(id) => crate::lookup::find_session(&home, id),
                     ResumeTarget::Last => kestrel_store::SessionIndex::latest(&home, Some(&cwd)),
                 };
                 let result = found
@@ -542,7 +542,7 @@ impl App {
                 self.notice(NoticeLevel::Warning, text);
             }
         } else if opened.loaded {
-            self.read_session_totals(&opened.session_id);
+            crate::lookup::read_session_totals(&self.home, &opened.session_id, &self.events);
             for prompt in self.transcript.user_prompts() {
                 self.composer.remember(&prompt);
             }
@@ -567,23 +567,6 @@ impl App {
             self.open_picker(kind);
         }
         self.pump();
-    }
-
-    /// Reads a resumed session's usage so far from the index (in the background): the
-    /// status line and /cost count the whole session, not just this window's requests.
-    fn read_session_totals(&self, session_id: &str) {
-        let home = self.home.clone();
-        let events = self.events.clone();
-        let session_id = session_id.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let Ok(summary) = kestrel_store::SessionIndex::find(&home, &session_id) else {
-                return;
-            };
-            let usage = summary.usage;
-            let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
-            let event = AppEvent::SessionTotals { session_id, tokens, cost: usage.cost };
-            let _ = events.blocking_send(event);
-        });
     }
 
     /// The model option's choices and current value.
@@ -787,41 +770,5 @@ impl App {
             }
         }
         self.pump();
-    }
-}
-
-/// A session by id or unique prefix, else by a unique suffix (a subagent's short id as
-/// shown under its `task` call); the prefix search's error when neither finds one.
-fn find_session(
-    home: &KestrelHome,
-    query: &str,
-) -> Result<kestrel_store::SessionSummary, kestrel_store::StoreError> {
-    let error = match kestrel_store::SessionIndex::find(home, query) {
-        Ok(summary) => return Ok(summary),
-        Err(error) => error,
-    };
-    if query.len() < 4 {
-        return Err(error);
-    }
-    let sessions = kestrel_store::SessionIndex::list(home).unwrap_or_default();
-    let mut matching = sessions.into_iter().filter(|summary| summary.id.as_str().ends_with(query));
-    match (matching.next(), matching.next()) {
-        (Some(summary), None) => Ok(summary),
-        _ => Err(error),
-    }
-}
-
-fn load_config(home: &KestrelHome, cwd: &std::path::Path) -> ConfigSummary {
-    let exists = home.config_file().exists();
-    match kestrel_store::Config::load(home, cwd) {
-        Ok(config) => ConfigSummary {
-            model: config.model,
-            mode: config.mode.map(|mode| mode.as_str().to_owned()),
-            exists,
-            error: None,
-        },
-        Err(error) => {
-            ConfigSummary { exists, error: Some(error.to_string()), ..ConfigSummary::default() }
-        }
     }
 }

@@ -17,6 +17,7 @@ mod event;
 mod fuzzy;
 mod highlight;
 mod keys;
+mod lookup;
 mod markdown;
 mod mention;
 mod picker;
