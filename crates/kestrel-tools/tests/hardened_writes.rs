@@ -156,3 +156,109 @@ async fn yolo_still_writes_through_a_symlink_leaving_the_workspace() {
     ok(&output);
     assert_eq!(fs::read_to_string(outside.path().join("f.txt")).unwrap(), "x");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_into_git_never_gets_a_write_into_git() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join(".git")).unwrap();
+    fs::write(dir.path().join(".git/config"), "[core]\n").unwrap();
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    let swapper = Swapper::start(dir.path(), dir.path().join(".git"));
+    let mut refusals = Vec::new();
+    for _ in 0..CALLS {
+        let output =
+            call(&ctx, "write_file", json!({"path": "sub/config", "content": "evil"})).await;
+        if output.is_error {
+            refusals.push(output.content.clone());
+        }
+    }
+    let swaps = swapper.finish();
+    assert_eq!(
+        fs::read_to_string(dir.path().join(".git/config")).unwrap(),
+        "[core]\n",
+        "a write landed in .git ({swaps} swaps)"
+    );
+    assert_eq!(entries(&dir.path().join(".git")), ["config"]);
+    for refusal in &refusals {
+        assert!(
+            refusal.contains("symlink") || refusal.contains(".git"),
+            "unclear refusal: {refusal}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_name_of_250_bytes_can_be_written_edited_and_patched() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("{}.txt", "n".repeat(246));
+    assert_eq!(name.len(), 250);
+    let ctx = context(dir.path(), Mode::Auto);
+    ok(&call(&ctx, "write_file", json!({"path": name, "content": "a\n"})).await);
+    ok(&call(&ctx, "edit_file", json!({"path": name, "old_string": "a", "new_string": "b"})).await);
+    let patch = format!("*** Begin Patch\n*** Update File: {name}\n@@\n-b\n+c\n*** End Patch\n");
+    ok(&call(&ctx, "apply_patch", json!({"patch": patch})).await);
+    assert_eq!(fs::read_to_string(dir.path().join(&name)).unwrap(), "c\n");
+    assert_eq!(entries(dir.path()), [name]);
+}
+
+#[tokio::test]
+async fn writing_a_hard_linked_file_keeps_the_link() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "old\n").unwrap();
+    fs::hard_link(dir.path().join("a.txt"), dir.path().join("b.txt")).unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    ok(&call(&ctx, "write_file", json!({"path": "a.txt", "content": "new\n"})).await);
+    assert_eq!(fs::read_to_string(dir.path().join("b.txt")).unwrap(), "new\n");
+    ok(&call(
+        &ctx,
+        "edit_file",
+        json!({"path": "b.txt", "old_string": "new", "new_string": "newer"}),
+    )
+    .await);
+    assert_eq!(fs::read_to_string(dir.path().join("a.txt")).unwrap(), "newer\n");
+    assert_eq!(fs::metadata(dir.path().join("a.txt")).unwrap().nlink(), 2);
+    assert_eq!(entries(dir.path()), ["a.txt", "b.txt"]);
+}
+
+#[tokio::test]
+async fn a_file_without_write_permission_is_refused_except_in_yolo() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("locked.txt");
+    fs::write(&file, "keep\n").unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o444)).unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    let output = call(&ctx, "write_file", json!({"path": "locked.txt", "content": "x"})).await;
+    let message = common::err(&output);
+    assert!(message.contains("no write permission"), "{message}");
+    let output = call(
+        &ctx,
+        "edit_file",
+        json!({"path": "locked.txt", "old_string": "keep", "new_string": "x"}),
+    )
+    .await;
+    assert!(common::err(&output).contains("no write permission"));
+    assert_eq!(fs::read_to_string(&file).unwrap(), "keep\n");
+    let yolo = context(dir.path(), Mode::Yolo);
+    ok(&call(&yolo, "write_file", json!({"path": "locked.txt", "content": "x"})).await);
+    assert_eq!(fs::read_to_string(&file).unwrap(), "x");
+}
+
+#[tokio::test]
+async fn a_patch_rolled_back_restores_a_deleted_symlink_as_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("target.txt"), "t\n").unwrap();
+    std::os::unix::fs::symlink("target.txt", dir.path().join("link.txt")).unwrap();
+    fs::write(dir.path().join("blocker"), "a file\n").unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+    let patch = "*** Begin Patch\n*** Delete File: link.txt\n*** Add File: blocker/inside.txt\n+x\n\
+                 *** End Patch\n";
+    let output = call(&ctx, "apply_patch", json!({"patch": patch})).await;
+    assert!(common::err(&output).contains("restored"), "{}", output.content);
+    let link = dir.path().join("link.txt");
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("target.txt"));
+    assert_eq!(entries(dir.path()), ["blocker", "link.txt", "target.txt"]);
+}

@@ -20,7 +20,16 @@ pub(crate) struct Write<'a> {
 }
 
 enum Undo<'a> {
-    Restore { path: PathBuf, content: &'a [u8], permissions: Option<&'a fs::Permissions> },
+    Restore {
+        path: PathBuf,
+        content: &'a [u8],
+        permissions: Option<&'a fs::Permissions>,
+    },
+    /// A deleted symlink: made again, pointing where it did.
+    Relink {
+        path: PathBuf,
+        target: PathBuf,
+    },
     Remove(PathBuf),
     RemoveDirectory(PathBuf),
 }
@@ -41,8 +50,15 @@ pub(crate) fn write_all(scope: Option<&Path>, steps: &[Write<'_>]) -> Result<(),
 
 fn perform<'a>(scope: Option<&Path>, step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
     let Some(content) = step.content else {
-        Place::open_entry(scope, step.path)?.remove_file()?;
-        if let Some(previous) = step.previous {
+        let place = Place::open_entry(scope, step.path)?;
+        let is_link = place
+            .entry_status()?
+            .is_some_and(|status| status.st_mode & libc::S_IFMT == libc::S_IFLNK);
+        let link_target = if is_link { Some(place.read_link()?) } else { None };
+        place.remove_file()?;
+        if let Some(target) = link_target {
+            undo.push(Undo::Relink { path: step.path.to_path_buf(), target });
+        } else if let Some(previous) = step.previous {
             undo.push(Undo::Restore {
                 path: step.path.to_path_buf(),
                 content: previous,
@@ -81,6 +97,11 @@ fn roll_back(scope: Option<&Path>, undo: Vec<Undo<'_>>) -> String {
             Undo::Restore { path, content, permissions } => {
                 let result = Place::open(scope, &path, true, &mut Vec::new())
                     .and_then(|place| place.replace(content, mode(permissions)));
+                (path, result)
+            }
+            Undo::Relink { path, target } => {
+                let result =
+                    Place::open_entry(scope, &path).and_then(|place| place.make_symlink(&target));
                 (path, result)
             }
             Undo::Remove(path) => {

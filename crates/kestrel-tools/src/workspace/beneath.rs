@@ -4,15 +4,17 @@
 //! is opened relative to a descriptor of the workspace with `openat2(RESOLVE_BENEATH)`
 //! (or, where the kernel lacks it, one component at a time refusing every symlink),
 //! and the file is read, replaced (temporary file + `renameat`) or removed through
-//! that directory's descriptor. Outside a workspace (`yolo`, the CLI) the same
-//! operations work on an unconfined parent.
+//! that directory's descriptor. The path's symlinks are resolved once, before the
+//! open, and the open itself refuses every symlink (`RESOLVE_NO_SYMLINKS`): one met
+//! then was swapped in after the resolution. Outside a workspace (`yolo`, the CLI) the
+//! same operations work on an unconfined parent.
 
 use std::ffi::{CString, OsStr};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -38,6 +40,8 @@ pub(crate) struct Place {
     name: CString,
     /// Where the file is (symlinks resolved when it was opened), for messages and diffs.
     path: PathBuf,
+    /// Opened beneath a workspace: a file without write permission is refused.
+    confined: bool,
 }
 
 /// A regular file's bytes and permission bits, as read through a [`Place`].
@@ -118,7 +122,7 @@ impl Place {
                 other => other?,
             };
         }
-        Ok(Self { directory, name: c_name(name)?, path: path.to_path_buf() })
+        Ok(Self { directory, name: c_name(name)?, path: path.to_path_buf(), confined: false })
     }
 
     /// The entry's own status (a symlink is not followed); `None` when nothing is there.
@@ -193,11 +197,13 @@ impl Place {
                     return Err(outside(path, &target, &root_path));
                 };
                 let root = open_directory(&root_path)?;
-                open_beneath(&root, &root_path, relative, create, created)
-                    .map_err(|error| explain(error, path, &root_path))?
+                let directory = open_beneath(&root, &root_path, relative, create, created)
+                    .map_err(|error| explain(error, path, &root_path))?;
+                refuse_unseen_guarded(&directory, path, &root_path)?;
+                directory
             }
         };
-        Ok(Self { directory, name, path: target })
+        Ok(Self { directory, name, path: target, confined: workspace.is_some() })
     }
 
     /// Where the file is, symlinks resolved.
@@ -236,15 +242,109 @@ impl Place {
     /// Writes `content` to a new temporary file in the same directory and renames it
     /// over the file, so a reader sees the old or the new file, never half of one.
     /// `mode`: permission bits to give it (the old file's); `None` for the defaults.
+    /// A file with more than one hard link is rewritten in place instead (truncated and
+    /// written through its descriptor), so the links keep sharing it. Beneath a
+    /// workspace, a file without write permission fails with `PermissionDenied`.
     pub(crate) fn replace(&self, content: &[u8], mode: Option<u32>) -> io::Result<()> {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let base = String::from_utf8_lossy(self.name.as_bytes()).into_owned();
+        if let Some(status) = self.entry_status()?
+            && status.st_mode & libc::S_IFMT == libc::S_IFREG
+        {
+            if self.confined && !self.writable(&status) {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "it has no write permission (mode {:o}); change its mode first",
+                        status.st_mode & 0o7777
+                    ),
+                ));
+            }
+            if status.st_nlink > 1 {
+                return self.rewrite_in_place(&status, content, mode);
+            }
+        }
+        let temporary = self.write_temporary(content, mode)?;
+        let result = self.rename(&temporary);
+        if result.is_err() {
+            // Best effort: the temporary file is ours and useless now.
+            let _ = self.unlink(&temporary, 0);
+        }
+        result
+    }
+
+    fn writable(&self, status: &libc::stat) -> bool {
+        // SAFETY: a live descriptor and a NUL-terminated name.
+        let access = unsafe {
+            libc::faccessat(
+                self.directory.as_raw_fd(),
+                self.name.as_ptr(),
+                libc::W_OK,
+                libc::AT_EACCESS,
+            )
+        };
+        // root passes access(2) for any mode: the bits still say "do not write".
+        access == 0 && status.st_mode & 0o222 != 0
+    }
+
+    fn rewrite_in_place(
+        &self,
+        status: &libc::stat,
+        content: &[u8],
+        mode: Option<u32>,
+    ) -> io::Result<()> {
+        let flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let file = File::from(self.openat(&self.name, flags, 0)?);
+        let metadata = file.metadata()?;
+        if !metadata.is_file() || metadata.ino() != status.st_ino || metadata.dev() != status.st_dev
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it was replaced while the tool ran",
+            ));
+        }
+        let mut file = file;
+        file.set_len(0)?;
+        file.write_all(content)?;
+        if let Some(mode) = mode {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        file.sync_all()
+    }
+
+    /// A new file in the directory holding `content`, under a fixed-length name (any
+    /// file name fits beside it). The content is written to an unnamed `O_TMPFILE`
+    /// first and only then linked, so a kill leaves no half-written file; where the
+    /// file system lacks `O_TMPFILE` (or `/proc` is missing) a named file is used.
+    fn write_temporary(&self, content: &[u8], mode: Option<u32>) -> io::Result<CString> {
+        let flags = libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC;
+        if let Ok(fd) = self.openat(&c_name(OsStr::new("."))?, flags, 0o666) {
+            let mut file = File::from(fd);
+            fill(&mut file, content, mode)?;
+            let proc_path = c_name(OsStr::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))?;
+            loop {
+                let temporary = temporary_name()?;
+                // SAFETY: two NUL-terminated names and a live descriptor.
+                let done = unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        proc_path.as_ptr(),
+                        self.directory.as_raw_fd(),
+                        temporary.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                };
+                if done == 0 {
+                    return Ok(temporary);
+                }
+                let error = io::Error::last_os_error();
+                match error.kind() {
+                    io::ErrorKind::AlreadyExists => continue,
+                    io::ErrorKind::NotFound => break,
+                    _ => return Err(error),
+                }
+            }
+        }
         loop {
-            let temporary = c_name(OsStr::new(&format!(
-                ".{base}.{}-{}.kestrel-tmp",
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            )))?;
+            let temporary = temporary_name()?;
             let flags =
                 libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
             let fd = match self.openat(&temporary, flags, 0o666) {
@@ -253,19 +353,12 @@ impl Place {
                 Err(error) => return Err(error),
             };
             let mut file = File::from(fd);
-            let result = file
-                .write_all(content)
-                .and_then(|()| match mode {
-                    Some(mode) => file.set_permissions(fs::Permissions::from_mode(mode)),
-                    None => Ok(()),
-                })
-                .and_then(|()| file.sync_all())
-                .and_then(|()| self.rename(&temporary));
-            if result.is_err() {
+            if let Err(error) = fill(&mut file, content, mode) {
                 // Best effort: the temporary file is ours and useless now.
                 let _ = self.unlink(&temporary, 0);
+                return Err(error);
             }
-            return result;
+            return Ok(temporary);
         }
     }
 
@@ -309,6 +402,54 @@ impl Place {
     }
 }
 
+fn fill(file: &mut File, content: &[u8], mode: Option<u32>) -> io::Result<()> {
+    file.write_all(content)?;
+    if let Some(mode) = mode {
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+    }
+    file.sync_all()
+}
+
+/// `.kestrel-tmp-{pid}-{n}`: recognisable, unique within the process, and short
+/// whatever the target's name (NAME_MAX).
+fn temporary_name() -> io::Result<CString> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    c_name(OsStr::new(&format!(
+        ".kestrel-tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )))
+}
+
+/// Refuses a directory opened inside git metadata, project config or
+/// `$KESTREL_HOME` when `path` does not name such a place itself: the permission
+/// check judged the path when it led elsewhere, so a directory on the way was swapped
+/// for a symlink since. The kernel's own name for the opened directory is compared.
+fn refuse_unseen_guarded(directory: &OwnedFd, path: &Path, workspace: &Path) -> io::Result<()> {
+    let opened = fs::read_link(format!("/proc/self/fd/{}", directory.as_raw_fd()))?;
+    let Some(why) = super::guarded_place(workspace, &opened.join("_")) else {
+        return Ok(());
+    };
+    let lexical = normalize(path);
+    let named = lexical
+        .components()
+        .any(|component| matches!(component.as_os_str().to_str(), Some(".git" | ".kestrel")))
+        || kestrel_store::KestrelHome::from_env()
+            .is_ok_and(|home| lexical.starts_with(normalize(home.root())));
+    if named {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} now leads into {} ({why}) through a symlink swapped in after the permission \
+             check; refused (name the path there directly to write it)",
+            path.display(),
+            opened.display()
+        ),
+    ))
+}
+
 fn c_name(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| {
         io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL character")
@@ -346,8 +487,8 @@ fn explain(error: io::Error, path: &Path, workspace: &Path) -> io::Error {
         Some(libc::ELOOP) => io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "a directory on the way to {} is a symlink, which cannot be followed safely \
-                 on this kernel (no openat2) or loops",
+                "a directory on the way to {} became a symlink while the tool ran (or loops); \
+                 refused",
                 path.display()
             ),
         ),
@@ -459,7 +600,8 @@ fn openat2_beneath(root: &OwnedFd, relative: &CString) -> io::Result<OwnedFd> {
     let how = OpenHow {
         flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
         mode: 0,
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        // The path was resolved before: a symlink met now was swapped in since.
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
     };
     loop {
         // SAFETY: a live descriptor, a NUL-terminated path and an open_how of the size
