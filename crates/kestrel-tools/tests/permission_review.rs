@@ -673,3 +673,99 @@ fn a_workdir_through_a_symlink_is_judged_where_the_command_runs() {
         "{missing:?}"
     );
 }
+
+/// Runs `git` in `dir` with no inherited repository.
+fn git_in(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .stdout(std::process::Stdio::null())
+        .status();
+    assert!(status.is_ok_and(|status| status.success()), "git {args:?}");
+}
+
+/// The analysis of `git status` in `dir`, or `None` when it does not end within 20 s.
+fn status_within_bound(dir: &Path) -> Option<bool> {
+    let dir = dir.to_path_buf();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(analyze("git status", &dir).is_read_only());
+    });
+    receive.recv_timeout(std::time::Duration::from_secs(20)).ok()
+}
+
+#[test]
+fn a_submodule_only_in_the_index_is_checked_like_one_in_gitmodules() {
+    let top = tempfile::tempdir().unwrap();
+    git_in(top.path(), &["init", "-q"]);
+    let sub = top.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    git_in(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("f"), "x").unwrap();
+    git_in(&sub, &["add", "f"]);
+    git_in(&sub, &["commit", "-qm", "x"]);
+    git_in(top.path(), &["add", "sub"]);
+    assert!(!top.path().join(".gitmodules").exists());
+    assert_eq!(status_within_bound(top.path()), Some(true), "a clean gitlink is fine");
+    git_in(&sub, &["config", "core.fsmonitor", "./hook"]);
+    for version in ["2", "3", "4"] {
+        git_in(top.path(), &["update-index", "--index-version", version]);
+        let analysis = analyze("git status", top.path());
+        assert!(
+            matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+                if reason.contains("core.fsmonitor")),
+            "index version {version}: {analysis:?}"
+        );
+    }
+    // An index that cannot be read is a risk, not "no submodules".
+    std::fs::write(top.path().join(".git/index"), b"DIRC garbage").unwrap();
+    let analysis = analyze("git status", top.path());
+    assert!(
+        matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+            if reason.contains("index")),
+        "{analysis:?}"
+    );
+}
+
+#[test]
+fn repository_files_that_are_fifos_devices_or_huge_are_not_trusted_and_never_hang() {
+    let mkfifo = |path: &Path| {
+        let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(status.success());
+    };
+    // `.gitmodules` as a FIFO, or a symlink to an endless device.
+    let repo = repository("").unwrap();
+    mkfifo(&repo.path().join(".gitmodules"));
+    assert_eq!(status_within_bound(repo.path()), Some(false), ".gitmodules FIFO");
+    let repo = repository("").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", repo.path().join(".gitmodules")).unwrap();
+    let analysis = analyze("git status", repo.path());
+    assert!(
+        matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+            if reason.contains(".gitmodules")),
+        "{analysis:?}"
+    );
+    // The config itself as a FIFO, a symlink to a device, larger than 1 MiB.
+    let repo = repository("").unwrap();
+    std::fs::remove_file(repo.path().join(".git/config")).unwrap();
+    mkfifo(&repo.path().join(".git/config"));
+    assert_eq!(status_within_bound(repo.path()), Some(false), "config FIFO");
+    let repo = repository("").unwrap();
+    std::fs::remove_file(repo.path().join(".git/config")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", repo.path().join(".git/config")).unwrap();
+    assert_eq!(status_within_bound(repo.path()), Some(false), "config -> /dev/zero");
+    let mut huge = String::from("[core]\n\tbare = false\n");
+    huge.push_str(&"# padding padding padding padding\n".repeat(40_000));
+    let repo = repository(&huge).unwrap();
+    assert_eq!(status_within_bound(repo.path()), Some(false), "config over 1 MiB");
+    // `commondir` and the `.git` file as FIFOs.
+    let repo = repository("").unwrap();
+    mkfifo(&repo.path().join(".git/commondir"));
+    assert_eq!(status_within_bound(repo.path()), Some(false), "commondir FIFO");
+    let linked = tempfile::tempdir().unwrap();
+    mkfifo(&linked.path().join(".git"));
+    assert_eq!(status_within_bound(linked.path()), Some(false), ".git FIFO");
+}

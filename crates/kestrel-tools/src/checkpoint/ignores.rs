@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 /// An ignore file larger than this is not read (its rules do not apply).
 const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 /// An index larger than this is not read (nothing counts as tracked).
-const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+pub(crate) const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
 
 /// The ignore rules of one workspace, read lazily per directory.
 #[derive(Debug)]
@@ -113,10 +113,14 @@ pub(crate) fn read_small_regular(path: &Path, cap: u64) -> Option<Vec<u8>> {
 /// The paths a git index lists (versions 2 to 4); none when it cannot be read.
 fn index_paths(index: &Path, hash_len: usize) -> Vec<PathBuf> {
     let Some(bytes) = read_small_regular(index, MAX_INDEX_BYTES) else { return Vec::new() };
-    parse_index(&bytes, hash_len).unwrap_or_default()
+    let entries = index_entries(&bytes, hash_len).unwrap_or_default();
+    entries.into_iter().map(|(path, _)| path).collect()
 }
 
-fn parse_index(bytes: &[u8], hash_len: usize) -> Option<Vec<PathBuf>> {
+/// The paths of a git index's entries (versions 2 to 4; object ids of `hash_len`
+/// bytes), each with its mode (`0o160000` for a submodule), or `None` when `bytes`
+/// are not such an index.
+pub(crate) fn index_entries(bytes: &[u8], hash_len: usize) -> Option<Vec<(PathBuf, u32)>> {
     use std::os::unix::ffi::OsStrExt;
     let word = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
@@ -136,6 +140,7 @@ fn parse_index(bytes: &[u8], hash_len: usize) -> Option<Vec<PathBuf>> {
     let fixed = 40 + hash_len + 2;
     for _ in 0..count {
         let start = at;
+        let mode = word(start + 24)?;
         let flags =
             u16::from_be_bytes(bytes.get(start + fixed - 2..start + fixed)?.try_into().ok()?);
         at = start + fixed;
@@ -164,7 +169,7 @@ fn parse_index(bytes: &[u8], hash_len: usize) -> Option<Vec<PathBuf>> {
             at = start + (end - start + 8) / 8 * 8;
             name
         };
-        paths.push(PathBuf::from(std::ffi::OsStr::from_bytes(&name)));
+        paths.push((PathBuf::from(std::ffi::OsStr::from_bytes(&name)), mode));
         previous = name;
     }
     Some(paths)

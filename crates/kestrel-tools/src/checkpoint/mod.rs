@@ -20,7 +20,7 @@
 //! (documented in docs/permissions.md).
 
 mod blobs;
-mod ignores;
+pub(crate) mod ignores;
 mod objects;
 mod recorder;
 mod snapshot;

@@ -6,9 +6,25 @@
 //! workspace may hold such a repository (a bare one, a `.git` planted by an archive or an
 //! earlier command), so one that sets any of these is not trusted. The user's global and
 //! system config are the user's own choice and are not judged.
+//!
+//! Every file read here (`.git` files, `commondir`, configs, `.gitmodules`, the index)
+//! is opened without following a symlink and without blocking, regular files only and
+//! bounded in size; anything else is a risk, so a FIFO or `/dev/zero` can neither hang
+//! the check nor pass for "nothing there". git reads the checked bytes, never the path.
 
+use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries, read_small_regular};
 use crate::workspace::normalize;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A config, `.git` file, `commondir` or `.gitmodules` larger than this is a risk.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// What `git config --list` may print for one file at most.
+const MAX_LIST_BYTES: u64 = 16 * 1024 * 1024;
+/// How long `git config` may take to read one file.
+const GIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The mode of a submodule (a gitlink) in the index.
+const GITLINK: u32 = 0o160000;
 
 /// How deep submodules of submodules are followed.
 const MAX_SUBMODULE_DEPTH: usize = 3;
@@ -18,7 +34,10 @@ const READING_HOOKS: [&str; 1] = ["post-index-change"];
 
 /// Why the repository that git would find from `dir` is not trusted, if it is not.
 pub(crate) fn risk(dir: &Path) -> Option<String> {
-    if std::env::var_os("GIT_DIR").is_some() || std::env::var_os("GIT_COMMON_DIR").is_some() {
+    if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_INDEX_FILE"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+    {
         return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
     }
     risk_at(dir, 0)
@@ -37,9 +56,10 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
         Ok(None) => return None,
         Err(reason) => return Some(reason),
     };
-    let common = match std::fs::read_to_string(found.git_dir.join("commondir")) {
-        Ok(common) => normalize(&found.git_dir.join(common.trim())),
-        Err(_) => found.git_dir.clone(),
+    let common = match read_checked(&found.git_dir.join("commondir")) {
+        Ok(Some(common)) => normalize(&found.git_dir.join(String::from_utf8_lossy(&common).trim())),
+        Ok(None) => found.git_dir.clone(),
+        Err(reason) => return Some(reason),
     };
     let mut files = vec![found.git_dir.join("config"), found.git_dir.join("config.worktree")];
     if common != found.git_dir {
@@ -50,15 +70,14 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
     let own = files.len();
     collect_configs(&common.join("modules"), 0, &mut files);
     let mut hooks_path = None;
+    let mut hash_len = 20;
     for (index, file) in files.into_iter().enumerate() {
-        match std::fs::symlink_metadata(&file) {
-            Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(error) => {
-                return Some(format!("cannot read {} to check it: {error}", file.display()));
-            }
-        }
-        let entries = match entries(&file) {
+        let bytes = match read_checked(&file) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
+            Err(reason) => return Some(reason),
+        };
+        let entries = match entries(&bytes) {
             Ok(entries) => entries,
             Err(reason) => {
                 return Some(format!("cannot read {} to check it: {reason}", file.display()));
@@ -74,6 +93,13 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
             }
             if index < own && entry.section == "core" && entry.key == "hookspath" {
                 hooks_path = Some(entry.value.clone());
+            }
+            if index < own
+                && entry.section == "extensions"
+                && entry.key == "objectformat"
+                && entry.value.eq_ignore_ascii_case("sha256")
+            {
+                hash_len = 32;
             }
         }
     }
@@ -99,13 +125,11 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
     if depth >= MAX_SUBMODULE_DEPTH {
         return None;
     }
-    let gitmodules = std::fs::read_to_string(top.join(".gitmodules")).unwrap_or_default();
-    for line in gitmodules.lines() {
-        let Some((key, path)) = line.split_once('=') else { continue };
-        if key.trim() != "path" {
-            continue;
-        }
-        let submodule = normalize(&top.join(path.trim()));
+    let submodules = match submodules(&top, &found.git_dir, hash_len) {
+        Ok(submodules) => submodules,
+        Err(reason) => return Some(reason),
+    };
+    for submodule in submodules {
         if submodule != top
             && submodule.join(".git").exists()
             && let Some(reason) = risk_at(&submodule, depth + 1)
@@ -114,6 +138,50 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
         }
     }
     None
+}
+
+/// The submodules of the working tree `top` (whose git directory is `git_dir`): the
+/// paths `.gitmodules` names and the gitlinks of the index, which git follows even
+/// without a `.gitmodules`. Either file unreadable is an error, not "none".
+fn submodules(top: &Path, git_dir: &Path, hash_len: usize) -> Result<Vec<PathBuf>, String> {
+    let mut found = Vec::new();
+    let gitmodules = read_checked(&top.join(".gitmodules"))?.unwrap_or_default();
+    for line in String::from_utf8_lossy(&gitmodules).lines() {
+        let Some((key, path)) = line.split_once('=') else { continue };
+        if key.trim() == "path" {
+            found.push(normalize(&top.join(path.trim())));
+        }
+    }
+    let index = git_dir.join("index");
+    if std::fs::symlink_metadata(&index).is_ok() {
+        let unreadable = || format!("cannot read the index {} to find submodules", index.display());
+        let bytes = read_small_regular(&index, MAX_INDEX_BYTES).ok_or_else(unreadable)?;
+        let entries = index_entries(&bytes, hash_len).ok_or_else(unreadable)?;
+        for (path, mode) in entries {
+            if mode & 0o170000 == GITLINK {
+                found.push(normalize(&top.join(path)));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The content of the repository file `path`, `None` when there is none, or why it
+/// cannot be trusted: not a regular file of at most [`MAX_FILE_BYTES`] (a FIFO, a
+/// device, a symlink) or unreadable.
+fn read_checked(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("cannot read {} to check it: {error}", path.display())),
+    }
+    match read_small_regular(path, MAX_FILE_BYTES) {
+        Some(bytes) => Ok(Some(bytes)),
+        None => Err(format!(
+            "cannot read {} to check it: not a regular file of at most 1 MiB",
+            path.display()
+        )),
+    }
 }
 
 /// The repository git would use from `dir`: the first `.git` (directory, or a file
@@ -125,9 +193,8 @@ fn find(dir: &Path) -> Result<Option<Found>, String> {
         if dot_git.is_dir() {
             return Ok(Some(Found { git_dir: dot_git, top }));
         }
-        if dot_git.is_file() {
-            let text = std::fs::read_to_string(&dot_git)
-                .map_err(|error| format!("cannot read {}: {error}", dot_git.display()))?;
+        if let Some(text) = read_checked(&dot_git)? {
+            let text = String::from_utf8_lossy(&text);
             let Some(target) = text.trim().strip_prefix("gitdir:") else {
                 return Err(format!("{} does not name a git directory", dot_git.display()));
             };
@@ -196,14 +263,16 @@ impl Entry {
     }
 }
 
-/// The entries of the git config file `file`, as git itself reads them (`git config
-/// --file F --list -z`: its grammar has continued values, comments, several sections on
-/// one line...), or why they cannot be had. Nothing but the file is read: no system or
-/// global config, no includes, no repository (`git config` runs no hooks or programs).
-fn entries(file: &Path) -> Result<Vec<Entry>, String> {
-    let output = std::process::Command::new("git")
-        .args(["config", "--no-includes", "--list", "-z", "--file"])
-        .arg(file)
+/// The entries of the git config text `bytes`, as git itself reads them (`git config
+/// --file - --list -z`: its grammar has continued values, comments, several sections on
+/// one line...), or why they cannot be had. Nothing but these bytes is read: no system
+/// or global config, no includes, no repository (`git config` runs no hooks or
+/// programs); git gets [`GIT_TIMEOUT`] and its output is bounded.
+fn entries(bytes: &[u8]) -> Result<Vec<Entry>, String> {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let mut child = std::process::Command::new("git")
+        .args(["config", "--no-includes", "--list", "-z", "--file", "-"])
         .current_dir("/")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -211,14 +280,52 @@ fn entries(file: &Path) -> Result<Vec<Entry>, String> {
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("HOME", "/nonexistent")
         .env("GIT_CEILING_DIRECTORIES", "/")
-        .stdin(std::process::Stdio::null())
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|error| format!("cannot run git to read it: {error}"))?;
-    if !output.status.success() {
-        let message = String::from_utf8_lossy(&output.stderr);
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("cannot talk to git to read it".into());
+    };
+    let input = bytes.to_vec();
+    // Threads, so neither side blocks the other on a full pipe.
+    std::thread::spawn(move || stdin.write_all(&input));
+    let read_all = |pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = pipe.take(MAX_LIST_BYTES + 1).read_to_end(&mut out);
+            out
+        })
+    };
+    let stdout = read_all(Box::new(stdout));
+    let stderr = read_all(Box::new(stderr));
+    let deadline = Instant::now() + GIT_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("git did not finish reading it".into());
+            }
+        }
+    };
+    let stdout = stdout.join().map_err(|_| "cannot read what git printed".to_string())?;
+    let stderr = stderr.join().map_err(|_| "cannot read what git printed".to_string())?;
+    if !status.success() {
+        let message = String::from_utf8_lossy(&stderr);
         return Err(format!("git cannot read it: {}", message.trim()));
     }
-    Ok(parse_list(&String::from_utf8_lossy(&output.stdout)))
+    if stdout.len() as u64 > MAX_LIST_BYTES {
+        return Err("it holds too many settings".into());
+    }
+    Ok(parse_list(&String::from_utf8_lossy(&stdout)))
 }
 
 /// The entries of `git config --list -z` output: `section[.subsection].key` and a
@@ -247,10 +354,7 @@ mod tests {
     use super::*;
 
     fn risky(text: &str) -> Option<String> {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("config");
-        std::fs::write(&file, text).unwrap();
-        match entries(&file) {
+        match entries(text.as_bytes()) {
             Ok(entries) => entries.iter().find_map(Entry::risky),
             Err(reason) => Some(reason),
         }
