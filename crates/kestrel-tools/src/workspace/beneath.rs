@@ -426,7 +426,14 @@ fn temporary_name() -> io::Result<CString> {
 /// check judged the path when it led elsewhere, so a directory on the way was swapped
 /// for a symlink since. The kernel's own name for the opened directory is compared.
 fn refuse_unseen_guarded(directory: &OwnedFd, path: &Path, workspace: &Path) -> io::Result<()> {
-    let opened = fs::read_link(format!("/proc/self/fd/{}", directory.as_raw_fd()))?;
+    let opened = match fs::read_link(format!("/proc/self/fd/{}", directory.as_raw_fd())) {
+        Ok(opened) => opened,
+        // No /proc: compare the directory itself with the guarded ones.
+        Err(_) => guarded_by_identity(directory, workspace)?.unwrap_or_default(),
+    };
+    if opened.as_os_str().is_empty() {
+        return Ok(());
+    }
     let Some(why) = super::guarded_place(workspace, &opened.join("_")) else {
         return Ok(());
     };
@@ -448,6 +455,20 @@ fn refuse_unseen_guarded(directory: &OwnedFd, path: &Path, workspace: &Path) -> 
             opened.display()
         ),
     ))
+}
+
+/// Without `/proc`: the guarded directory that `directory` is (same device and inode),
+/// if any. Only the directory itself is compared, not its ancestors.
+fn guarded_by_identity(directory: &OwnedFd, workspace: &Path) -> io::Result<Option<PathBuf>> {
+    let opened = File::from(directory.try_clone()?).metadata()?;
+    let mut guarded = vec![workspace.join(".git"), workspace.join(".kestrel")];
+    if let Ok(home) = kestrel_store::KestrelHome::from_env() {
+        guarded.push(home.root().to_path_buf());
+    }
+    Ok(guarded.into_iter().find(|place| {
+        fs::metadata(place)
+            .is_ok_and(|meta| meta.dev() == opened.dev() && meta.ino() == opened.ino())
+    }))
 }
 
 fn c_name(name: &OsStr) -> io::Result<CString> {
@@ -714,5 +735,16 @@ mod tests {
         place.replace(b"x", None).unwrap();
         assert_eq!(fs::read(dir.path().join("new/deep/f")).unwrap(), b"x");
         assert_eq!(created.len(), 2);
+    }
+
+    #[test]
+    fn without_proc_a_guarded_directory_is_known_by_its_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".git/sub")).unwrap();
+        let git = open_directory(&dir.path().join(".git")).unwrap();
+        let found = guarded_by_identity(&git, dir.path()).unwrap();
+        assert_eq!(found, Some(dir.path().join(".git")));
+        let plain = open_directory(dir.path()).unwrap();
+        assert_eq!(guarded_by_identity(&plain, dir.path()).unwrap(), None);
     }
 }
