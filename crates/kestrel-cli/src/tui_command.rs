@@ -73,7 +73,7 @@ pub fn run(resume: Option<ResumeArgs>, options: TuiOptions) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error @ TuiError::NotATerminal) => fail(&error, 2),
-        Err(error @ TuiError::Home(_)) => fail(&error, 2),
+        Err(error @ (TuiError::Home(_) | TuiError::BadEnv { .. })) => fail(&error, 2),
         Err(error) => fail(&error, 1),
     }
 }

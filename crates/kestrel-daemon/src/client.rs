@@ -38,6 +38,9 @@ pub async fn connect_or_start(
 ) -> Result<IpcStream, DaemonError> {
     let mut command = std::process::Command::new(program);
     command.arg("daemon").env("KESTREL_HOME", home.root()).current_dir("/");
+    // The starting client's mode and model are its own (it passes them in session/new):
+    // in the daemon's environment they would become every later session's default.
+    command.env_remove("KESTREL_MODE").env_remove("KESTREL_MODEL");
     Ok(kestrel_platform::connect_or_start(&endpoint(home), command, START_TIMEOUT).await?)
 }
 

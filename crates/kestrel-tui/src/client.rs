@@ -51,6 +51,9 @@ async fn open(
     let endpoint = Endpoint::new(&home.run_dir());
     let mut command = std::process::Command::new(program);
     command.arg("daemon").env("KESTREL_HOME", home.root()).current_dir("/");
+    // This UI's mode and model go in its session/new: in the daemon's environment they
+    // would become the default of every later UI's sessions (workers read them).
+    command.env_remove("KESTREL_MODE").env_remove("KESTREL_MODEL");
     let stream = kestrel_platform::connect_or_start(&endpoint, command, START_TIMEOUT)
         .await
         .map_err(|error| error.to_string())?;

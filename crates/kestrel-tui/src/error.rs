@@ -8,6 +8,9 @@ pub enum TuiError {
         "the interactive UI needs a terminal on stdin and stdout; use `kestrel exec PROMPT` in scripts"
     )]
     NotATerminal,
+    /// An environment variable the UI reads holds a value it cannot use.
+    #[error("{variable}: {message}")]
+    BadEnv { variable: &'static str, message: String },
     #[error("cannot find the Kestrel home: {0}")]
     Home(#[from] kestrel_store::StoreError),
     #[error("cannot use the terminal: {0}")]

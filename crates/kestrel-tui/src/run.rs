@@ -60,8 +60,12 @@ pub struct TuiExit {
 /// Runs the interactive UI until the user quits or a signal ends it. The terminal is
 /// restored on every way out, a panic included.
 ///
-/// Fails when stdin or stdout is not a terminal, or the terminal cannot be set up.
+/// Fails when KESTREL_MODE (with no `--mode`) is not a mode, when stdin or stdout is not
+/// a terminal, or when the terminal cannot be set up.
 pub fn run(options: StartOptions) -> Result<TuiExit, TuiError> {
+    if options.mode.is_none() {
+        check_env_mode()?;
+    }
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
@@ -69,6 +73,18 @@ pub fn run(options: StartOptions) -> Result<TuiExit, TuiError> {
     let result = paint_then_run(options, home);
     terminal::restore();
     result
+}
+
+/// A bad KESTREL_MODE is refused before the UI starts, like a bad `--mode`, instead of
+/// failing every session it opens.
+fn check_env_mode() -> Result<(), TuiError> {
+    match std::env::var("KESTREL_MODE") {
+        Ok(mode) if !mode.is_empty() => mode
+            .parse::<kestrel_protocol::Mode>()
+            .map(drop)
+            .map_err(|message| TuiError::BadEnv { variable: "KESTREL_MODE", message }),
+        Ok(_) | Err(_) => Ok(()),
+    }
 }
 
 /// The first frame comes before anything else is built (the async runtime included);
