@@ -355,6 +355,61 @@ async fn a_nested_repository_two_and_three_levels_down_stays_read_only() {
 }
 
 #[tokio::test]
+async fn many_files_do_not_switch_off_nested_git_protection() {
+    let workspace = scratch();
+    let root = workspace.path();
+    std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+    std::fs::write(root.join("sub/.git/config"), "").unwrap();
+    // More entries than a counting scan looks at, all before `sub` is listed.
+    for index in 0..20_001 {
+        std::fs::write(root.join(format!("f{index}")), "").unwrap();
+    }
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let (_, output) = run(
+            &sandbox,
+            &SandboxPolicy::workspace_write(root, false),
+            root,
+            "echo '[core] fsmonitor = touch PWNED' >> sub/.git/config && echo WROTE;              echo x > sub/ok.txt && echo INSIDE-OK",
+        )
+        .await;
+        assert!(!output.contains("WROTE"), "{name}: {output}");
+        assert!(output.contains("INSIDE-OK"), "{name}: {output}");
+        assert_eq!(std::fs::read_to_string(root.join("sub/.git/config")).unwrap(), "", "{name}");
+    }
+}
+
+#[tokio::test]
+async fn the_git_directory_a_dot_git_file_names_inside_the_workspace_stays_read_only() {
+    for sandbox in backends() {
+        let name = sandbox.describe();
+        let workspace = scratch();
+        let root = workspace.path();
+        std::fs::create_dir_all(root.join("gd/hooks")).unwrap();
+        std::fs::write(root.join("gd/config"), "").unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::write(root.join("wt/.git"), "gitdir: ../gd\n").unwrap();
+        std::fs::create_dir_all(root.join("abs")).unwrap();
+        std::fs::create_dir_all(root.join("gd2")).unwrap();
+        std::fs::write(root.join("gd2/config"), "").unwrap();
+        let gd2 = root.join("gd2");
+        std::fs::write(root.join("abs/.git"), format!("gitdir: {}\n", gd2.display())).unwrap();
+        let (_, output) = run(
+            &sandbox,
+            &SandboxPolicy::workspace_write(root, false),
+            root,
+            "echo '[core] fsmonitor = touch PWNED' >> gd/config && echo WROTE-1; \
+             touch gd/hooks/post-index-change && echo WROTE-2; \
+             echo '[core] pager = x' >> gd2/config && echo WROTE-3; \
+             echo x > wt/ok.txt && echo INSIDE-OK",
+        )
+        .await;
+        assert!(!output.contains("WROTE"), "{name}: {output}");
+        assert!(output.contains("INSIDE-OK"), "{name}: {output}");
+    }
+}
+
+#[tokio::test]
 async fn git_and_kestrel_metadata_a_command_creates_are_reported_by_the_watch() {
     for sandbox in backends() {
         let name = sandbox.describe();

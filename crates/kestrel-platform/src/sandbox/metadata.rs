@@ -6,16 +6,27 @@
 //! takes a [`MetadataWatch`] before a confined command and asks it afterwards which
 //! such entries the command created, to say so plainly.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// How many directory levels below the workspace are searched for `.git`
 /// (`<workspace>/a/b/c/.git` is found, one level deeper is not).
 pub const METADATA_DEPTH: usize = 3;
 
-/// Directory entries looked at per search at most, so a huge tree costs a bounded
-/// time; what lies beyond is not searched.
-const MAX_ENTRIES: usize = 20_000;
+/// Directories listed per search at most, so a huge tree costs a bounded time. Files
+/// do not count: however many there are, a listed directory's `.git` is found. When a
+/// search stops early, the entries an earlier search of the workspace found stay in
+/// the result while they exist, so a command cannot switch protection off by creating
+/// many directories.
+const MAX_DIRECTORIES: usize = 20_000;
+
+/// A `.git` file or `commondir` longer than this names no directory.
+const MAX_POINTER_BYTES: u64 = 4096;
+
+/// The entries each workspace's last search found, for a search that stops early.
+static LAST_FOUND: Mutex<BTreeMap<PathBuf, BTreeSet<PathBuf>>> = Mutex::new(BTreeMap::new());
 
 /// Names that are metadata wherever they are within [`METADATA_DEPTH`].
 const REPOSITORY: &str = ".git";
@@ -54,23 +65,79 @@ pub(super) fn metadata_entries(workspace: &Path) -> BTreeSet<PathBuf> {
         }
     }
     let mut queue = VecDeque::from([(workspace.to_path_buf(), 0)]);
-    let mut budget = MAX_ENTRIES;
+    let mut budget = MAX_DIRECTORIES;
+    let mut complete = true;
     while let Some((directory, depth)) = queue.pop_front() {
+        if budget == 0 {
+            complete = false;
+            break;
+        }
+        budget -= 1;
         let Ok(entries) = std::fs::read_dir(&directory) else { continue };
         for entry in entries.flatten() {
-            if budget == 0 {
-                return found;
-            }
-            budget -= 1;
-            let Ok(kind) = entry.file_type() else { continue };
             if entry.file_name() == REPOSITORY {
                 found.insert(entry.path());
-            } else if kind.is_dir() && depth < METADATA_DEPTH {
+            } else if depth < METADATA_DEPTH && entry.file_type().is_ok_and(|kind| kind.is_dir()) {
                 queue.push_back((entry.path(), depth + 1));
             }
         }
     }
+    let mut last = LAST_FOUND.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !complete && let Some(earlier) = last.get(workspace) {
+        for path in earlier {
+            if std::fs::symlink_metadata(path).is_ok() {
+                found.insert(path.clone());
+            }
+        }
+    }
+    last.insert(workspace.to_path_buf(), found.clone());
     found
+}
+
+/// The git directories that the `.git` files among `entries` name (`gitdir: DIR`, as
+/// a linked worktree or `--separate-git-dir` writes), and their `commondir`, when they
+/// exist; never the workspace or a directory holding it. A `.git` file that is not a
+/// small regular file names nothing.
+pub(super) fn named_git_dirs(workspace: &Path, entries: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    let Ok(workspace) = workspace.canonicalize() else { return Vec::new() };
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let Some(parent) = entry.parent() else { continue };
+        let Some(text) = read_pointer(entry) else { continue };
+        let Some(target) = text.trim().strip_prefix("gitdir:") else { continue };
+        let Ok(git_dir) = parent.join(target.trim()).canonicalize() else { continue };
+        let mut named = vec![git_dir.clone()];
+        if let Some(common) = read_pointer(&git_dir.join("commondir"))
+            && let Ok(common) = git_dir.join(common.trim()).canonicalize()
+        {
+            named.push(common);
+        }
+        for dir in named {
+            if !workspace.starts_with(&dir) && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs
+}
+
+/// The text of `path` if it is a regular file of at most [`MAX_POINTER_BYTES`], opened
+/// without following a symlink and without blocking on a FIFO.
+fn read_pointer(path: &Path) -> Option<String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+    );
+    let file = options.open(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > MAX_POINTER_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_POINTER_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
@@ -93,5 +160,21 @@ mod tests {
         let expected: Vec<PathBuf> =
             [".git", ".kestrel", "a/.git", "a/b/c/.git"].iter().map(|p| root.join(p)).collect();
         assert_eq!(created, expected);
+    }
+
+    #[test]
+    fn a_search_cut_short_by_many_directories_keeps_what_an_earlier_one_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("z/sub/.git")).unwrap();
+        assert!(metadata_entries(root).contains(&root.join("z/sub/.git")));
+        // More directories one level down than a search lists: `z/sub` is not reached.
+        for index in 0..MAX_DIRECTORIES {
+            std::fs::create_dir(root.join(format!("d{index}"))).unwrap();
+        }
+        assert!(metadata_entries(root).contains(&root.join("z/sub/.git")));
+        // Gone is gone.
+        std::fs::remove_dir(root.join("z/sub/.git")).unwrap();
+        assert!(!metadata_entries(root).contains(&root.join("z/sub/.git")));
     }
 }

@@ -49,15 +49,18 @@ pub struct SandboxPolicy {
 
 impl SandboxPolicy {
     /// Writable: `workspace` plus [`SandboxPolicy::scratch_paths`]; protected: the
-    /// workspace's `.git` and `.kestrel`, and the `.git` of every repository up to
-    /// [`METADATA_DEPTH`] levels inside it. Ones that do not exist yet cannot be
-    /// protected: see [`MetadataWatch`].
+    /// workspace's `.git` and `.kestrel`, the `.git` of every repository up to
+    /// [`METADATA_DEPTH`] levels inside it, and the git directory a `.git` file among
+    /// them names (`gitdir: …`). Ones that do not exist yet cannot be protected: see
+    /// [`MetadataWatch`].
     pub fn workspace_write(workspace: &Path, network: bool) -> Self {
         let mut writable = vec![workspace.to_path_buf()];
         writable.extend(Self::scratch_paths());
         let mut protected: Vec<PathBuf> =
             metadata::TOP_LEVEL.iter().map(|name| workspace.join(name)).collect();
-        for path in metadata::metadata_entries(workspace) {
+        let entries = metadata::metadata_entries(workspace);
+        let named = metadata::named_git_dirs(workspace, &entries);
+        for path in entries.into_iter().chain(named) {
             if !protected.contains(&path) {
                 protected.push(path);
             }
