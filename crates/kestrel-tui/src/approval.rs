@@ -72,8 +72,9 @@ pub(crate) struct Approval {
     /// Asked by a subagent of the session rather than the session itself.
     pub(crate) from_subagent: bool,
     cwd: PathBuf,
-    /// When it came to the front (keys before [`GUARD`] has passed are not its).
-    shown_at: Instant,
+    /// When a frame showing it at the front was flushed (keys before [`GUARD`] has passed
+    /// since are not its); `None` while not yet seen.
+    shown_at: Option<Instant>,
     /// Esc selected "reject": Enter rejects without asking a reason.
     esc_selected: bool,
     /// Enter was pressed once on the option that saves a rule to the config.
@@ -123,7 +124,7 @@ impl Approval {
             reason: None,
             from_subagent: false,
             cwd: cwd.to_path_buf(),
-            shown_at: Instant::now(),
+            shown_at: None,
             esc_selected: false,
             confirming_save: false,
             scroll: 0,
@@ -133,9 +134,25 @@ impl Approval {
         }
     }
 
-    /// It came to the front of the prompts now: the guard starts again.
+    /// It came to the front of the prompts now: the guard starts again once it is drawn.
     pub(crate) fn shown_now(&mut self) {
-        self.shown_at = Instant::now();
+        self.shown_at = None;
+    }
+
+    /// A frame showing it was flushed to the terminal: the guard starts now (the first
+    /// time). Returns whether this was its first frame.
+    pub(crate) fn drawn(&mut self) -> bool {
+        let first = self.shown_at.is_none();
+        if first {
+            self.shown_at = Some(Instant::now());
+        }
+        first
+    }
+
+    /// As if drawn long enough ago for keys to be its.
+    #[cfg(test)]
+    pub(crate) fn arm_for_test(&mut self) {
+        self.shown_at = Some(Instant::now().checked_sub(GUARD).unwrap_or_else(Instant::now));
     }
 
     /// Text meant for the composer was typed (before the guard passed): digits stop
@@ -147,7 +164,7 @@ impl Approval {
 
     /// Whether keys are its yet ([`GUARD`] has passed since it was shown).
     pub(crate) fn armed(&self) -> bool {
-        self.shown_at.elapsed() >= GUARD
+        self.shown_at.is_some_and(|at| at.elapsed() >= GUARD)
     }
 
     pub(crate) fn handle_key(&mut self, key: KeyEvent) -> ApprovalAction {
@@ -503,7 +520,7 @@ mod tests {
 
     /// As if shown long enough ago for keys to be its.
     fn armed(mut prompt: Approval) -> Approval {
-        prompt.shown_at = Instant::now().checked_sub(GUARD).unwrap_or_else(Instant::now);
+        prompt.arm_for_test();
         prompt
     }
 

@@ -36,6 +36,10 @@ impl App {
                     .front_mut()
                     .is_some_and(|approval| approval.armed() && approval.paste(&text));
                 if !taken {
+                    // Pasted text is typing: a digit after it is text, not a choice.
+                    if let Some(approval) = self.approvals.front_mut() {
+                        approval.typed_elsewhere();
+                    }
                     let cwd = self.session_cwd.clone();
                     self.composer.paste(&text, &cwd);
                 }
@@ -87,12 +91,7 @@ impl App {
         }
         if let Some(approval) = self.approvals.front_mut() {
             if !approval.armed() {
-                // Typed before the prompt could be seen: text for the composer, and
-                // nothing else (an Enter meant to send must not answer the prompt).
-                if matches!(key.code, KeyCode::Char(_)) && !ctrl {
-                    approval.typed_elsewhere();
-                    self.composer.input(key);
-                }
+                self.key_before_prompt_seen(key);
                 return;
             }
             match approval.handle_key(key) {
@@ -137,7 +136,40 @@ impl App {
         client::answer_permission(connection, approval.id, Some((option_id, reason)), report);
         if let Some(next) = self.approvals.front_mut() {
             next.shown_now();
-            self.redraw_after_guard();
+        }
+    }
+
+    /// A key typed before the prompt could be seen: an edit for the composer, and nothing
+    /// else (an Enter meant to send must not answer the prompt, nor send the draft).
+    fn key_before_prompt_seen(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Shift/Alt/Ctrl+Enter is a new line, not a send.
+        let plain_enter = key.code == KeyCode::Enter
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT | KeyModifiers::CONTROL);
+        let edit = match key.code {
+            KeyCode::Char('w' | 'j' | 'h' | 'u') => true,
+            KeyCode::Char(_) => !ctrl,
+            KeyCode::Enter => !plain_enter,
+            KeyCode::Backspace
+            | KeyCode::Delete
+            | KeyCode::Left
+            | KeyCode::Right
+            | KeyCode::Up
+            | KeyCode::Down
+            | KeyCode::Home
+            | KeyCode::End => true,
+            _ => false,
+        };
+        if plain_enter {
+            self.status.hint = Some("a prompt appeared: your message was not sent".into());
+        } else if edit {
+            if let Some(approval) = self.approvals.front_mut() {
+                approval.typed_elsewhere();
+            }
+            self.composer_key(key);
+            self.after_edit();
         }
     }
 
@@ -314,3 +346,6 @@ impl App {
         self.send_prompt(prompt);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,5 +32,8 @@ mod ui;
 mod updates;
 mod wrap;
 
+#[cfg(test)]
+mod test_support;
+
 pub use error::TuiError;
 pub use run::{ResumeTarget, StartOptions, TuiExit, run};

@@ -187,6 +187,7 @@ async fn run_loop(
                 let _ = screen.backend_mut().write_all(b"\x07");
             }
             screen.draw(|frame| ui::draw(frame, &mut app))?;
+            app.frame_flushed();
             last_frame = Instant::now();
             if std::mem::take(&mut dirty) {
                 last_update_frame = Some(last_frame);

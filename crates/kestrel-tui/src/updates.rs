@@ -63,7 +63,6 @@ impl App {
                         approval.from_subagent = child;
                         if child || self.shown_session_id() == Some(approval.session_id.as_str()) {
                             self.approvals.push_back(approval);
-                            self.redraw_after_guard();
                             self.bell = true;
                             self.urgent = true;
                             self.transcript.scroll_to_bottom();
@@ -74,6 +73,14 @@ impl App {
                     Err(_) => client::answer_permission(&connection, request.id, None, None),
                 }
             }
+        }
+    }
+
+    /// A frame was flushed: a prompt at the front seen for the first time starts its
+    /// guard now, and gets a frame once the guard has passed (its keys hint appears then).
+    pub(crate) fn frame_flushed(&mut self) {
+        if self.approvals.front_mut().is_some_and(|approval| approval.drawn()) {
+            self.redraw_after_guard();
         }
     }
 

@@ -1,0 +1,61 @@
+//! Builds an [`App`] for unit tests: no daemon, a temp home, prompts made by hand.
+
+use crate::app::App;
+use crate::approval::Approval;
+use crate::event::AppEvent;
+use crate::run::StartOptions;
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use kestrel_protocol::acp;
+use kestrel_protocol::jsonrpc::RequestId;
+use kestrel_store::KestrelHome;
+use serde_json::json;
+use std::path::Path;
+use tokio::sync::mpsc;
+
+/// An app with no connection (and the temp dir holding its home), and the receiver of
+/// its events.
+pub(crate) fn app() -> (App, tempfile::TempDir, mpsc::Receiver<AppEvent>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (events, receiver) = mpsc::channel(64);
+    let options = StartOptions {
+        program: "kestrel".into(),
+        cwd: dir.path().to_path_buf(),
+        resume: None,
+        mode: None,
+        model: None,
+    };
+    let app = App::new(options, KestrelHome::at(dir.path().join("home")), events);
+    (app, dir, receiver)
+}
+
+/// A permission request of session `session` for a shell call (allow once, always,
+/// reject), not yet drawn.
+pub(crate) fn approval(session: &str) -> Approval {
+    let request: acp::RequestPermissionRequest = serde_json::from_value(json!({
+        "sessionId": session,
+        "toolCall": {"toolCallId": "c1", "title": "shell: rm -rf build", "name": "shell",
+                     "rawInput": {"command": "rm -rf build"}},
+        "options": [
+            {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "allow_always", "name": "Always allow shell", "kind": "allow_always"},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}
+        ]
+    }))
+    .unwrap();
+    Approval::new(RequestId::Number(7), request, Path::new("/w"))
+}
+
+pub(crate) fn key(code: KeyCode) -> Event {
+    Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+pub(crate) fn ctrl(ch: char) -> Event {
+    Event::Key(KeyEvent::new(KeyCode::Char(ch), KeyModifiers::CONTROL))
+}
+
+/// Types `text` key by key.
+pub(crate) fn type_text(app: &mut App, text: &str) {
+    for ch in text.chars() {
+        app.handle_terminal_event(key(KeyCode::Char(ch)));
+    }
+}
