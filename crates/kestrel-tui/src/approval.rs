@@ -442,19 +442,21 @@ impl Approval {
         // Scrolled to the end, the window still fills its rows.
         let start = self.scroll.min(total - rows.saturating_sub(1).max(1));
         self.shown_start.set(start);
+        // A content line comes first: the markers only take rows left beside one.
         let mut room = rows;
         let mut lines = Vec::new();
-        if start > 0 {
-            let marker = format!("↑ {start} lines above (pgup)");
+        if start > 0 && room >= 2 {
+            let marker = format!("↑ {start} {} above (pgup)", lines_word(start));
             lines.push(Line::from(Span::styled(marker, theme::dim())));
             room -= 1;
         }
-        let shown = if total - start > room { room.saturating_sub(1) } else { total - start };
-        self.page.set(shown.max(1));
+        let rest = total - start;
+        let shown = if rest > room { room.saturating_sub(1).max(1) } else { rest };
+        self.page.set(shown);
         lines.extend(preview.into_iter().skip(start).take(shown));
-        let hidden = total - start - shown;
-        if hidden > 0 && room > 0 {
-            let marker = format!("… {hidden} more lines (pgdn)");
+        let hidden = rest - shown;
+        if hidden > 0 && room > shown {
+            let marker = format!("… {hidden} more {} (pgdn)", lines_word(hidden));
             lines.push(Line::from(Span::styled(marker, theme::dim())));
         }
         lines
@@ -486,6 +488,11 @@ impl Approval {
             line.render(Rect { x: inner.x, y, width: inner.width, height: 1 }, buffer);
         }
     }
+}
+
+/// "line" or "lines", for `count` of them.
+fn lines_word(count: usize) -> &'static str {
+    if count == 1 { "line" } else { "lines" }
 }
 
 /// The parts of a prompt, before fitting them to a height.
@@ -651,6 +658,14 @@ mod tests {
         }
         let seven = text(&prompt.fit(60, 7));
         assert!(seven.contains("$ echo 1\n… 29 more lines (pgdn)"), "{seven}");
+        // One row for the preview: a line of it, no marker.
+        let six = text(&prompt.fit(60, 6));
+        assert!(six.contains("$ echo 1\n") && !six.contains("more lines"), "{six}");
+        // Two rows, scrolled: a line of it, then a marker if one fits.
+        prompt.handle_key(key(KeyCode::PageDown));
+        let seven = text(&prompt.fit(60, 7));
+        assert!(seven.contains("echo 2") && seven.contains("↑ 1 line above (pgup)"), "{seven}");
+        prompt.handle_key(key(KeyCode::PageUp));
         let tiny = text(&prompt.fit(60, 3));
         assert_eq!(tiny, "Allow shell: rm -rf build\n  1. Allow once\n  2. Always allow shell");
     }
