@@ -627,14 +627,8 @@ impl App {
     /// Puts the prompts that were never sent back into the composer, before what it
     /// holds, so nothing typed is lost when they cannot go (a failed open, a left session).
     pub(crate) fn requeue_into_composer(&mut self) {
-        if self.queue.is_empty() {
-            return;
-        }
-        let mut texts: Vec<String> = self.queue.drain(..).map(|prompt| prompt.text).collect();
-        if !self.composer.is_empty() {
-            texts.push(self.composer.text());
-        }
-        self.composer.set_text(&texts.join("\n"));
+        let prompts: Vec<_> = self.queue.drain(..).map(|prompt| prompt.typed).collect();
+        self.composer.put_back(prompts);
     }
 
     /// Sends `prompt` now: the running turn is interrupted and the prompt goes first.

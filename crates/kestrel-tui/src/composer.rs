@@ -19,7 +19,7 @@ const PASTE_BLOCK_CHARS: usize = 1000;
 pub(crate) const MAX_ROWS: usize = 10;
 
 /// One large paste, kept whole.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct PasteBlock {
     placeholder: String,
     text: String,
@@ -30,12 +30,24 @@ struct PasteBlock {
 pub(crate) struct Prompt {
     pub(crate) text: String,
     pub(crate) images: Vec<Image>,
+    /// As typed, to put back into the composer when it cannot be sent.
+    pub(crate) typed: Typed,
 }
 
 impl Prompt {
     pub(crate) fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into(), images: Vec::new() }
+        let text = text.into();
+        let typed = Typed { text: text.clone(), pastes: Vec::new(), images: Vec::new() };
+        Self { text, images: Vec::new(), typed }
     }
+}
+
+/// A prompt as typed: its placeholders and the paste blocks and images they stand for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Typed {
+    text: String,
+    pastes: Vec<PasteBlock>,
+    images: Vec<(String, Image)>,
 }
 
 /// A prompt of the history as typed, with the paste blocks its placeholders stand for
@@ -152,24 +164,47 @@ impl Composer {
         for paste in &self.pastes {
             text = text.replacen(&paste.placeholder, &paste.text, 1);
         }
-        let images = self
+        let shown_images: Vec<(String, Image)> = self
             .images
             .iter()
             .filter(|(placeholder, _)| typed.contains(placeholder.as_str()))
-            .map(|(_, image)| image.clone())
+            .cloned()
+            .collect();
+        let images = shown_images.iter().map(|(_, image)| image.clone()).collect();
+        let pastes: Vec<PasteBlock> = self
+            .pastes
+            .iter()
+            .filter(|paste| typed.contains(paste.placeholder.as_str()))
+            .cloned()
             .collect();
         if !typed.trim().is_empty() && self.history.last().map(|entry| &entry.typed) != Some(&typed)
         {
-            let pastes = self
-                .pastes
-                .iter()
-                .filter(|paste| typed.contains(paste.placeholder.as_str()))
-                .cloned()
-                .collect();
-            self.history.push(Entry { typed, pastes });
+            self.history.push(Entry { typed: typed.clone(), pastes: pastes.clone() });
         }
         self.clear();
-        Prompt { text, images }
+        Prompt { text, images, typed: Typed { text: typed, pastes, images: shown_images } }
+    }
+
+    /// Puts prompts that could not be sent back, before what it holds, with their paste
+    /// blocks and images.
+    pub(crate) fn put_back(&mut self, prompts: impl IntoIterator<Item = Typed>) {
+        let (mut texts, mut pastes, mut images) = (Vec::new(), Vec::new(), Vec::new());
+        for prompt in prompts {
+            texts.push(prompt.text);
+            pastes.extend(prompt.pastes);
+            images.extend(prompt.images);
+        }
+        if texts.is_empty() {
+            return;
+        }
+        if !self.is_empty() {
+            texts.push(self.text());
+        }
+        pastes.append(&mut self.pastes);
+        images.append(&mut self.images);
+        self.set_text(&texts.join("\n"));
+        self.pastes = pastes;
+        self.images = images;
     }
 
     /// Adds earlier prompts (of a resumed session) to the history.
@@ -290,6 +325,27 @@ impl Composer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prompt_put_back_keeps_its_paste_blocks_and_images() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shot.png"), b"\x89PNG").unwrap();
+        let mut composer = Composer::new();
+        composer.insert_str("see ");
+        composer.paste("shot.png", dir.path());
+        composer.insert_str(" and ");
+        let long: String = (1..=20).map(|n| format!("line {n}\n")).collect();
+        composer.paste(&long, dir.path());
+        let sent = composer.take();
+        assert_eq!(sent.images.len(), 1);
+        composer.insert_str("draft");
+        composer.put_back([sent.typed.clone()]);
+        assert!(composer.text().starts_with("see [Image #1: shot.png] and [Pasted text #1"));
+        assert!(composer.text().ends_with("\ndraft"), "{}", composer.text());
+        let again = composer.take();
+        assert_eq!(again.images, sent.images);
+        assert_eq!(again.text, format!("{}\ndraft", sent.text));
+    }
 
     #[test]
     fn large_pastes_are_one_block_expanded_on_send() {
