@@ -382,3 +382,75 @@ fn an_allowed_directory_does_not_let_a_symlink_in_it_write_git_config() {
     assert_eq!(std::fs::read_to_string(work.join(".git/config")).unwrap(), "[core]\n");
     assert!(!results[1].1 && work.join("docs/a.md").exists(), "{results:?}");
 }
+
+#[test]
+fn read_only_git_status_refuses_an_index_only_submodule_whose_config_runs_a_program() {
+    let env = TestEnv::new(Wire::Chat, script(vec![shell("git status")]));
+    let work = env.work_path();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        assert!(status.unwrap().success(), "git {args:?}");
+    };
+    git(&work, &["init", "-q"]);
+    let sub = work.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("f"), "x").unwrap();
+    git(&sub, &["add", "f"]);
+    git(&sub, &["commit", "-qm", "x"]);
+    // A gitlink in the index, no .gitmodules: git status still looks into it.
+    git(&work, &["add", "sub"]);
+    let marker = work.join("hook-ran");
+    let hook = work.join("hook.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    git(&sub, &["config", "core.fsmonitor", &hook.display().to_string()]);
+    let output = env.kestrel(&["exec", "--mode", "read-only", "look"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(
+        matches!(&results[..], [(output, true)] if output.contains("core.fsmonitor")),
+        "{results:?}"
+    );
+    assert!(!marker.exists(), "the submodule's fsmonitor hook ran in read-only mode");
+}
+
+#[test]
+fn read_only_git_status_with_a_fifo_gitmodules_is_refused_without_hanging() {
+    let env = TestEnv::new(Wire::Chat, script(vec![shell("git status")]));
+    let work = env.work_path();
+    let status = std::process::Command::new("git").args(["init", "-q"]).current_dir(&work).status();
+    assert!(status.unwrap().success());
+    let status = std::process::Command::new("mkfifo").arg(work.join(".gitmodules")).status();
+    assert!(status.unwrap().success());
+    let mut child = env
+        .command(&["exec", "--mode", "read-only", "look"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("kestrel hung on a FIFO .gitmodules");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let results = tool_results(&env);
+    assert!(
+        matches!(&results[..], [(output, true)] if output.contains(".gitmodules")),
+        "{results:?}"
+    );
+}
