@@ -159,17 +159,19 @@ fn a_long_write_can_be_read_to_its_last_line_before_approving() {
 }
 
 #[test]
-fn three_enter_typed_as_the_prompt_appears_saves_no_rule() {
+fn three_enters_typed_as_the_prompt_appears_save_no_rule() {
     let script = Script::new([touch("made-by-tool.txt"), Step::text("Done.")]);
     let mut test = TuiTest::new(script);
     test.start(&[]);
     let config = std::fs::read_to_string(test.env.home.path().join("config.toml")).unwrap();
     test.send("make a file");
     test.wait("Permission needed");
+    // Within the guard: "3" is text and the Enters answer nothing. Without the guard,
+    // "3" would select "always and save" and the second Enter would save it.
     test.type_text("3");
-    test.press(Key::Enter);
-    // Either the keys came too soon and went to the composer, or "3" was selected and
-    // Enter asks again before saving: nothing was answered.
+    for _ in 0..3 {
+        test.press(Key::Enter);
+    }
     let screen = test.settled();
     assert!(screen.contains("Permission needed"), "{screen}");
     assert!(!test.work_file("made-by-tool.txt").exists());
@@ -184,6 +186,26 @@ fn three_enter_typed_as_the_prompt_appears_saves_no_rule() {
     test.press(Key::Enter);
     test.wait("Done.");
     assert!(test.work_file("made-by-tool.txt").exists());
+}
+
+#[test]
+fn always_and_save_needs_a_second_enter_to_save_the_rule() {
+    let script = Script::new([touch("made-by-tool.txt"), Step::text("Done.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    let path = test.env.home.path().join("config.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    test.send("make a file");
+    test.wait_prompt();
+    test.type_text("3");
+    test.press(Key::Enter);
+    test.wait("enter again to save");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), config, "not saved yet");
+    assert!(!test.work_file("made-by-tool.txt").exists());
+    test.press(Key::Enter);
+    test.wait("Done.");
+    assert!(test.work_file("made-by-tool.txt").exists());
+    assert_ne!(std::fs::read_to_string(&path).unwrap(), config, "the rule was saved");
 }
 
 #[test]
