@@ -348,27 +348,43 @@ impl App {
     /// Leaves the current session (it keeps running in the daemon) for a new one,
     /// started with the next prompt.
     pub(crate) fn new_session(&mut self) {
-        self.leave_session();
+        let left = self.leave_session();
         self.set_session_cwd(self.cwd.clone());
         self.transcript.clear();
         self.push_welcome();
+        if let Some(text) = left {
+            self.notice(NoticeLevel::Info, text);
+        }
     }
 
     /// Leaves the current session for `id` (loaded, or attached when it is live).
     pub(crate) fn switch_to_session(&mut self, id: String, cwd: std::path::PathBuf) {
-        self.leave_session();
+        let left = self.leave_session();
         self.transcript.clear();
+        if let Some(text) = left {
+            self.notice(NoticeLevel::Info, text);
+        }
         self.set_session_cwd(cwd.clone());
         self.resume_target = Some((id, cwd));
         self.open_session_if_needed();
     }
 
-    /// Detaches from the session: a running turn goes on in the daemon (a waiting
-    /// approval is shown to the next client); prompts queued here go back to the composer.
-    fn leave_session(&mut self) {
+    /// Detaches from the session and its subagents: a running turn goes on in the daemon
+    /// (a waiting approval is shown to the next client); prompts queued here go back to
+    /// the composer. Returns what to tell the user when the left session still runs.
+    fn leave_session(&mut self) -> Option<String> {
+        let mut left = None;
         if let (Some(connection), SessionState::Open(id)) = (&self.connection, &self.session) {
             client::detach(connection, id);
+            // Their prompts would pop up in the next session otherwise.
+            for child in self.children.keys() {
+                client::detach(connection, child);
+            }
+            if self.turn.is_some() || !self.approvals.is_empty() {
+                left = Some(format!("session {id} keeps running; /resume to answer its prompts"));
+            }
         }
+        self.children.clear();
         self.session = SessionState::None;
         self.turn = None;
         self.requeue_into_composer();
@@ -379,6 +395,7 @@ impl App {
         if self.connection.is_some() {
             self.status.link = LinkState::Connected;
         }
+        left
     }
 
     fn list_sessions(&mut self, purpose: SessionsPurpose) {

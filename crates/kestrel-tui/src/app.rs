@@ -766,3 +766,6 @@ impl App {
         self.pump();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -59,3 +59,40 @@ pub(crate) fn type_text(app: &mut App, text: &str) {
         app.handle_terminal_event(key(KeyCode::Char(ch)));
     }
 }
+
+/// The screen a 100x30 terminal would show.
+pub(crate) fn screen(app: &mut App) -> String {
+    let backend = ratatui::backend::TestBackend::new(100, 30);
+    let mut terminal = ratatui::Terminal::new(backend).unwrap();
+    terminal.draw(|frame| crate::ui::draw(frame, app)).unwrap();
+    let buffer = terminal.backend().buffer();
+    let mut text = String::new();
+    for y in 0..buffer.area.height {
+        for x in 0..buffer.area.width {
+            text.push_str(buffer[(x, y)].symbol());
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// A connection to a fake daemon, and the lines the app sends it.
+pub(crate) fn connect(
+    app: &mut App,
+) -> (tokio::task::JoinHandle<()>, mpsc::UnboundedReceiver<serde_json::Value>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let (connection, _incoming) = kestrel_protocol::jsonrpc::Connection::start(read, write);
+    app.connection = Some(connection);
+    let (sent, received) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(theirs).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Ok(value) = serde_json::from_str(&line) {
+                let _ = sent.send(value);
+            }
+        }
+    });
+    (task, received)
+}
