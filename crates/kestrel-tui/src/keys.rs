@@ -18,6 +18,9 @@ const FILES_FRESH: Duration = Duration::from_secs(3);
 /// Esc twice within this time edits an earlier message.
 const DOUBLE_ESC: Duration = Duration::from_millis(800);
 
+/// Said (until the next key) when an Enter came as a prompt appeared.
+const ENTER_DROPPED: &str = "a prompt appeared: your message was not sent";
+
 /// A menu shown above the composer.
 pub(crate) enum Menu {
     Slash(Vec<MenuItem>),
@@ -78,7 +81,7 @@ impl App {
             self.ctrl_c();
             return;
         }
-        if self.quit_armed.take().is_some() {
+        if self.quit_armed.take().is_some() || self.status.hint.as_deref() == Some(ENTER_DROPPED) {
             self.status.hint = None;
         }
         if ctrl && key.code == KeyCode::Char('l') {
@@ -163,7 +166,7 @@ impl App {
             _ => false,
         };
         if plain_enter {
-            self.status.hint = Some("a prompt appeared: your message was not sent".into());
+            self.status.hint = Some(ENTER_DROPPED.into());
         } else if edit {
             if let Some(approval) = self.approvals.front_mut() {
                 approval.typed_elsewhere();
