@@ -769,3 +769,35 @@ fn repository_files_that_are_fifos_devices_or_huge_are_not_trusted_and_never_han
     mkfifo(&linked.path().join(".git"));
     assert_eq!(status_within_bound(linked.path()), Some(false), ".git FIFO");
 }
+
+#[test]
+fn more_submodules_than_are_checked_is_not_read_only() {
+    // Git directories of submodules under `.git/modules`, past what the check reads.
+    let repo = repository("").unwrap();
+    assert!(analyze("git status", repo.path()).is_read_only());
+    for index in 0..600 {
+        let module = repo.path().join(format!(".git/modules/m{index}"));
+        std::fs::create_dir_all(&module).unwrap();
+        std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+    let analysis = analyze("git status", repo.path());
+    assert!(
+        matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+            if reason.contains("more submodules")),
+        "{analysis:?}"
+    );
+    // Working-tree submodules with a `.git` of their own, past what the check follows.
+    let repo = repository("").unwrap();
+    let mut gitmodules = String::new();
+    for index in 0..300 {
+        std::fs::create_dir_all(repo.path().join(format!("s{index}/.git"))).unwrap();
+        gitmodules.push_str(&format!("[submodule \"s{index}\"]\n\tpath = s{index}\n"));
+    }
+    std::fs::write(repo.path().join(".gitmodules"), gitmodules).unwrap();
+    let analysis = analyze("git status", repo.path());
+    assert!(
+        matches!(&analysis.concerns[..], [Concern::Command { reason, .. }]
+            if reason.contains("more submodules")),
+        "{analysis:?}"
+    );
+}

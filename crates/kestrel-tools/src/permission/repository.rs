@@ -28,6 +28,8 @@ const GITLINK: u32 = 0o160000;
 
 /// How deep submodules of submodules are followed.
 const MAX_SUBMODULE_DEPTH: usize = 3;
+/// How many submodules of one repository are checked; more is a risk.
+const MAX_SUBMODULES: usize = 256;
 
 /// Hooks that reading commands can fire.
 const READING_HOOKS: [&str; 1] = ["post-index-change"];
@@ -68,7 +70,9 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
     }
     // The repository's own files, before its submodules': they say where its hooks are.
     let own = files.len();
-    collect_configs(&common.join("modules"), 0, &mut files);
+    if let Err(reason) = collect_configs(&common.join("modules"), 0, &mut files) {
+        return Some(reason);
+    }
     let mut hooks_path = None;
     let mut hash_len = 20;
     for (index, file) in files.into_iter().enumerate() {
@@ -129,6 +133,9 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
         Ok(submodules) => submodules,
         Err(reason) => return Some(reason),
     };
+    if submodules.len() > MAX_SUBMODULES {
+        return Some(format!("{} has more submodules than are checked", top.display()));
+    }
     for submodule in submodules {
         if submodule != top
             && submodule.join(".git").exists()
@@ -163,6 +170,8 @@ fn submodules(top: &Path, git_dir: &Path, hash_len: usize) -> Result<Vec<PathBuf
             }
         }
     }
+    found.sort();
+    found.dedup();
     Ok(found)
 }
 
@@ -208,22 +217,38 @@ fn find(dir: &Path) -> Result<Option<Found>, String> {
     Ok(None)
 }
 
-/// Config files of submodules (`modules/NAME/config`, nested), a bounded walk.
-fn collect_configs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
-    const MAX_DEPTH: usize = 6;
-    const MAX_FILES: usize = 256;
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        if files.len() >= MAX_FILES || depth >= MAX_DEPTH {
-            return;
+/// Config files of submodules (`modules/NAME/config`, names may hold `/`, nested
+/// under each one's own `modules/`), a bounded walk that looks into nothing else of a
+/// git directory. More than it walks, or a directory it cannot list, is an error.
+fn collect_configs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    const MAX_DEPTH: usize = 12;
+    const MAX_FILES: usize = 1024;
+    let too_many = || format!("{} holds more submodules than are checked", dir.display());
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(format!("cannot list {} to check it: {error}", dir.display())),
+    };
+    if depth >= MAX_DEPTH {
+        return Err(too_many());
+    }
+    for entry in entries {
+        let path = entry.map_err(|error| format!("cannot list {}: {error}", dir.display()))?.path();
+        if !path.is_dir() {
+            continue;
         }
-        let path = entry.path();
-        if path.is_dir() {
+        if path.join("HEAD").exists() || path.join("config").exists() {
+            if files.len() >= MAX_FILES {
+                return Err(too_many());
+            }
             files.push(path.join("config"));
             files.push(path.join("config.worktree"));
-            collect_configs(&path, depth + 1, files);
+            collect_configs(&path.join("modules"), depth + 1, files)?;
+        } else {
+            collect_configs(&path, depth + 1, files)?;
         }
     }
+    Ok(())
 }
 
 /// One `key = value` of a git config file, names in lower case.
