@@ -208,6 +208,8 @@ fn new_starts_another_session_and_sessions_lists_them() {
     test.start(&[]);
     test.send("session one");
     test.wait("One.");
+    // The turn has ended (else /new says the session keeps running).
+    test.wait("● ready");
     test.send("/new");
     test.wait_until("a fresh screen", |screen| !screen.contains("One."));
     test.send("session two");
