@@ -605,3 +605,49 @@ async fn a_subagents_permission_request_reaches_the_parents_client_naming_the_su
     .remove(0);
     assert_eq!(header["parent_id"], parent.as_str());
 }
+
+/// The id of the `allow_once` option of a permission request.
+fn allow_once(asked: &kestrel_protocol::jsonrpc::Request) -> String {
+    asked.params["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|option| option["kind"] == "allow_once")
+        .and_then(|option| option["optionId"].as_str())
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_loading_the_parent_after_the_asked_one_left_is_asked_the_subagents_request() {
+    let test = DaemonTest::new(Script::new([
+        Step::tool_call(
+            "task",
+            json!({"description": "write", "prompt": "write the notes", "mode": "ask"}),
+        ),
+        Step::tool_call("write_file", json!({"path": "notes.txt", "content": "from the child\n"})),
+        Step::text("the child wrote the notes"),
+        Step::text("done"),
+    ]));
+    let cwd = test.env.work_path();
+    let mut first = test.client().await;
+    let parent = first.new_session(&cwd).await;
+    first.set_mode(&parent, "ask").await;
+    let _turn = first.prompt(&parent, "delegate the writing");
+    let asked = first.wait_permission().await;
+    let child = asked.params["_meta"]["kestrel"]["childSessionId"].as_str().unwrap().to_string();
+    // The editor quits without answering; another one opens the parent.
+    first.close().await;
+    let mut second = test.client().await;
+    second.load(&parent, &cwd).await.unwrap();
+    let asked = second.wait_permission().await;
+    assert_eq!(asked.params["sessionId"], parent.as_str(), "{}", asked.params);
+    assert_eq!(asked.params["_meta"]["kestrel"]["childSessionId"], child.as_str());
+    let title = asked.params["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with(&format!("subagent {child}: ")), "{title}");
+    second.answer(asked.id.clone(), &allow_once(&asked)).await;
+    eventually("the subagent's write", || {
+        std::fs::read_to_string(cwd.join("notes.txt")).is_ok_and(|text| text == "from the child\n")
+    })
+    .await;
+}

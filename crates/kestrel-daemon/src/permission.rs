@@ -73,11 +73,62 @@ fn offer_to_ancestors(
                 continue;
             }
             let asked = for_ancestor(params, child_id, &ancestor_id);
-            let (session, link, id) = (session.clone(), link.clone(), id.clone());
-            tokio::spawn(async move {
-                let answer = client.ask("session/request_permission", asked).await;
-                resolve(&session, &link, &client, id, answer).await;
-            });
+            ask_for_ancestor(session, link, client, id, asked);
+        }
+    }
+}
+
+/// Asks `client` the subagent's request (already in the ancestor's shape) and settles
+/// it with the answer.
+fn ask_for_ancestor(
+    session: &Arc<LiveSession>,
+    link: &WorkerLink,
+    client: Arc<ClientLink>,
+    id: &RequestId,
+    asked: Value,
+) {
+    let (session, link, id) = (session.clone(), link.clone(), id.clone());
+    tokio::spawn(async move {
+        let answer = client.ask("session/request_permission", asked).await;
+        resolve(&session, &link, &client, id, answer).await;
+    });
+}
+
+/// Asks `client`, attaching to `session`, the waiting requests of `session`'s live
+/// descendants, as `offer_to_ancestors` would have when they arrived: a client that
+/// attaches later (or after the one asked left without answering) is asked too.
+pub(crate) fn offer_descendants(
+    router: &Router,
+    session: &Arc<LiveSession>,
+    client: &Arc<ClientLink>,
+) {
+    if client.wants_notices() {
+        return;
+    }
+    let Some(ancestor_id) = session.id().map(str::to_owned) else { return };
+    for descendant in router.sessions() {
+        let Some(child_id) = descendant.id().map(str::to_owned) else { continue };
+        if child_id == ancestor_id || !ancestors(router, &child_id).contains(&ancestor_id) {
+            continue;
+        }
+        let to_ask: Vec<(WorkerLink, RequestId, Value)> = {
+            let mut state = descendant.state();
+            let Some(link) = state.worker.clone() else { continue };
+            state
+                .permissions
+                .iter_mut()
+                .filter(|permission| permission.worker_pid == link.pid())
+                .filter_map(|permission| {
+                    permission
+                        .asked
+                        .insert(client.id())
+                        .then(|| (link.clone(), permission.id.clone(), permission.params.clone()))
+                })
+                .collect()
+        };
+        for (link, id, params) in to_ask {
+            let asked = for_ancestor(&params, &child_id, &ancestor_id);
+            ask_for_ancestor(&descendant, &link, client.clone(), &id, asked);
         }
     }
 }

@@ -387,7 +387,7 @@ fn handle_response(
         Pending::History { client, id } => {
             session.state().attaching.remove(&client.id());
             match result {
-                Ok(history) => attach_with_history(session, &client, id, &history),
+                Ok(history) => attach_with_history(router, session, &client, id, &history),
                 Err(error) => {
                     client.respond(id, Err(error));
                 }
@@ -420,6 +420,7 @@ fn close(session: &LiveSession, link: &WorkerLink) {
 /// and any permission request still waiting: all in stream order, so nothing is missed
 /// or seen twice.
 fn attach_with_history(
+    router: &Router,
     session: &Arc<LiveSession>,
     client: &Arc<ClientLink>,
     id: RequestId,
@@ -438,6 +439,7 @@ fn attach_with_history(
     let snapshot = session.state().snapshot.clone();
     client.respond(id, Ok(snapshot));
     permission::offer(session, client);
+    permission::offer_descendants(router, session, client);
 }
 
 /// The restarted worker has loaded the session: relay again, answer the prompts the
