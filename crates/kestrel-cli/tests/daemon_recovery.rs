@@ -35,7 +35,10 @@ fn item_types(items: &[Value]) -> Vec<String> {
 async fn worker_killed_mid_turn_is_restarted_from_its_record() {
     let (test, other) = two_servers(
         Script::new([
-            Step::tool_call("shell", json!({"command": "sleep 8; echo never > never.txt"})),
+            Step::tool_call(
+                "shell",
+                json!({"command": "touch started.txt; sleep 8; echo never > never.txt"}),
+            ),
             Step::text("after the restart"),
         ]),
         Script::new([
@@ -67,6 +70,10 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
         std::fs::read_to_string(&groups).is_ok_and(|text| !text.trim().is_empty())
     })
     .await;
+    // Killed once the command itself runs, not while `bash -l` runs the login profile: a
+    // profile killed halfway can leave a lock behind (pyenv's rehash lock made every later
+    // login shell on the machine wait 60 s, the other session's included).
+    eventually("the command to start", || cwd.join("started.txt").exists()).await;
     kill(pid as u32, libc::SIGKILL);
     let killed_at = std::time::Instant::now();
     let answer = doomed.await.unwrap().expect("the pending prompt is answered");
