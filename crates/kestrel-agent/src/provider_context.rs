@@ -11,12 +11,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a background list request may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The cache's file name under `cache/`.
 const CACHE_FILE: &str = "provider-models.json";
+/// Models kept per provider (a local server lists a few; a gateway a few hundred).
+const MAX_CACHED_MODELS: usize = 2_000;
 
 /// The cache file: per provider name, what its list said and when.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -92,9 +95,11 @@ pub(crate) fn refresh_in_background(
         if let Ok(listed) =
             list_provider_models(&provider, ca_bundle.as_deref(), FETCH_TIMEOUT).await
         {
+            // A hostile or broken server's list must not grow the cache without bound.
             let models = listed
                 .into_iter()
                 .filter_map(|model| Some((model.id, model.context_window?)))
+                .take(MAX_CACHED_MODELS)
                 .collect();
             let entry = ProviderModels {
                 base_url: provider.base_url.clone(),
@@ -117,7 +122,10 @@ fn write_entry(path: &Path, provider: &str, entry: ProviderModels) -> std::io::R
     let text = serde_json::to_vec_pretty(&cache).map_err(std::io::Error::other)?;
     let Some(dir) = path.parent() else { return Ok(()) };
     std::fs::create_dir_all(dir)?;
-    let temporary = dir.join(format!(".{CACHE_FILE}.{}", std::process::id()));
+    // Unique per write: two providers' fetches in one process may write at once.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let serial = WRITES.fetch_add(1, Ordering::Relaxed);
+    let temporary = dir.join(format!(".{CACHE_FILE}.{}.{serial}", std::process::id()));
     std::fs::write(&temporary, text)?;
     std::fs::rename(&temporary, path)
 }

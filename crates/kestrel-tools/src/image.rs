@@ -48,9 +48,11 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
         ));
     }
     match sniff(&bytes) {
-        Some(actual) if actual == media_type => {
-            Ok(ToolImage { media_type: media_type.to_string(), data: data.to_string() })
-        }
+        // Sent without the line breaks MIME encoders add: providers refuse them.
+        Some(actual) if actual == media_type => Ok(ToolImage {
+            media_type: media_type.to_string(),
+            data: data.chars().filter(|c| !c.is_ascii_whitespace()).collect(),
+        }),
         Some(actual) => Err(format!("the data is {actual}, not the declared {media_type}")),
         None => Err(format!("the data is not a {media_type} image")),
     }
@@ -104,6 +106,9 @@ mod tests {
         assert_eq!((image.media_type.as_str(), image.data.as_str()), ("image/png", PNG));
         // "GIF89a" + padding, base64.
         assert!(checked_image("image/gif", "R0lGODlhAQABAAAAACw=").is_ok());
+        // MIME line breaks are accepted and not passed on.
+        let wrapped = format!("{}\n{}\r\n", &PNG[..40], &PNG[40..]);
+        assert_eq!(checked_image("image/png", &wrapped).unwrap().data, PNG);
     }
 
     #[test]

@@ -28,19 +28,22 @@ pub struct ListedModel {
 }
 
 /// Where servers put a model's context length in their `/models` entries, most specific
-/// first: LM Studio (`loaded_context_length`, `max_context_length`), vLLM
-/// (`max_model_len`), OpenRouter (`context_length`, `top_provider.context_length`),
-/// llama.cpp (`meta.n_ctx`, else the training length `meta.n_ctx_train`).
+/// first: LM Studio (`loaded_context_length`), vLLM (`max_model_len`), OpenRouter
+/// (`context_length`, `top_provider.context_length`), llama.cpp (`meta.n_ctx`). Not a
+/// model's largest possible length (`max_context_length`, llama.cpp's training length
+/// `n_ctx_train`): the server may run it with far less, and compaction would come late.
 const CONTEXT_FIELDS: &[&str] = &[
     "/loaded_context_length",
     "/max_model_len",
     "/context_length",
     "/context_window",
     "/top_provider/context_length",
-    "/max_context_length",
     "/meta/n_ctx",
-    "/meta/n_ctx_train",
 ];
+
+/// Reported lengths outside this range are taken as nonsense (1 token would compact at
+/// every step; 10^18 would never compact).
+const SANE_CONTEXT: std::ops::RangeInclusive<u64> = 1_024..=10_000_000;
 
 /// Fetches and parses the catalog at `url` within `timeout`.
 pub(super) async fn fetch_catalog(
@@ -106,7 +109,7 @@ fn parse_model_list(url: &str, text: &str) -> Result<Vec<ListedModel>, CatalogEr
             let context_window = CONTEXT_FIELDS
                 .iter()
                 .find_map(|pointer| entry.pointer(pointer).and_then(Value::as_u64))
-                .filter(|tokens| *tokens > 0);
+                .filter(|tokens| SANE_CONTEXT.contains(tokens));
             Some(ListedModel { id: id.to_owned(), name, context_window })
         })
         .collect();
@@ -198,8 +201,12 @@ mod tests {
         let servers = r#"{"data":[
             {"id":"vllm","max_model_len":32768},
             {"id":"openrouter","context_length":131072,"top_provider":{"context_length":65536}},
-            {"id":"llama","meta":{"n_ctx_train":8192}},
+            {"id":"llama","meta":{"n_ctx":8192,"n_ctx_train":131072}},
+            {"id":"llama-untold","meta":{"n_ctx_train":131072}},
             {"id":"lmstudio","max_context_length":131072,"loaded_context_length":4096},
+            {"id":"lmstudio-unloaded","max_context_length":131072},
+            {"id":"tiny","context_length":1},
+            {"id":"endless","context_length":1000000000000000000},
             {"id":"ollama","object":"model","owned_by":"library"}]}"#;
         let listed = parse_model_list("u", servers).unwrap();
         let windows: Vec<(&str, Option<u64>)> =
@@ -207,10 +214,14 @@ mod tests {
         assert_eq!(
             windows,
             [
+                ("endless", None),
                 ("llama", Some(8192)),
+                ("llama-untold", None),
                 ("lmstudio", Some(4096)),
+                ("lmstudio-unloaded", None),
                 ("ollama", None),
                 ("openrouter", Some(131_072)),
+                ("tiny", None),
                 ("vllm", Some(32768))
             ]
         );
