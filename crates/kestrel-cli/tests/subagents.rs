@@ -651,3 +651,25 @@ async fn an_editor_loading_the_parent_after_the_asked_one_left_is_asked_the_suba
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_whose_worker_crashes_while_its_subagent_starts_has_the_subagent_cancelled() {
+    let test = DaemonTest::new(slow_child());
+    let client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    let parent_pid = test.wait_worker_pid(&parent, None) as u32;
+    let known = [Some(parent_pid), test.daemon_pid(), client.pid()];
+    let _turn = client.prompt(&parent, "wait for the subagent");
+    // The parent's worker dies as soon as the child's worker process exists: the child
+    // is still being set up and prompted.
+    let deadline = Instant::now() + WAIT;
+    while !processes_of_home(test.env.home.path()).iter().any(|pid| !known.contains(&Some(*pid))) {
+        assert!(Instant::now() < deadline, "no subagent worker started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    daemon_support::kill(parent_pid, libc::SIGKILL);
+    eventually("the subagent's record", || children_of(&test, &parent).len() == 1).await;
+    let child = children_of(&test, &parent).remove(0);
+    eventually("the subagent's turn to end cancelled", || ended_cancelled(&test, &child)).await;
+}

@@ -201,13 +201,18 @@ impl Router {
                 Some((summary.id.to_string(), self.session(summary.id.as_str())?))
             });
         for (child_id, child) in children {
-            self.log
-                .line(format!("cancelling child session {child_id}: its parent's worker stopped"));
-            tokio::spawn(async move {
-                permission::cancel_all(&child).await;
-                relay_to_worker(&child, "session/cancel", json!({"sessionId": child_id})).await;
-            });
+            self.cancel_orphan(child_id, child);
         }
+    }
+
+    /// Cancels the turn of `child_id`, whose parent's worker stopped: its waiting
+    /// permission requests are answered `cancelled` and its worker gets `session/cancel`.
+    pub(crate) fn cancel_orphan(&self, child_id: String, child: Arc<LiveSession>) {
+        self.log.line(format!("cancelling child session {child_id}: its parent's worker stopped"));
+        tokio::spawn(async move {
+            permission::cancel_all(&child).await;
+            relay_to_worker(&child, "session/cancel", json!({"sessionId": child_id})).await;
+        });
     }
 
     fn new_session(self: &Arc<Self>, client: &Arc<ClientLink>, id: RequestId, params: Value) {

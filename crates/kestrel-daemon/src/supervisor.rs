@@ -339,11 +339,29 @@ fn handle_request(
             permission::ask_all(router, session, link, request.id, request.params)
         }
         messages::SESSION_SPAWN => {
-            let router = router.clone();
-            let link = link.clone();
+            let (router, session, link) = (router.clone(), session.clone(), link.clone());
             tokio::spawn(async move {
                 let result = router.spawn_child(request.params).await;
-                let _ = link.respond(request.id, result).await;
+                let child_id = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|response| response.get("sessionId"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let delivered = link.respond(request.id, result).await.is_ok();
+                // A parent whose worker stopped while the child was starting had its
+                // children cancelled before this one had a turn: nobody follows it.
+                let parent_lives = session
+                    .state()
+                    .worker
+                    .as_ref()
+                    .is_some_and(|worker| worker.pid() == link.pid());
+                if let Some(child_id) = child_id
+                    && (!delivered || !parent_lives)
+                    && let Some(child) = router.session(&child_id)
+                {
+                    router.cancel_orphan(child_id, child);
+                }
             });
         }
         method => {
@@ -480,6 +498,9 @@ fn on_exit(
     reason: String,
 ) -> Outcome {
     let phase = session.phase();
+    // First: a child whose spawn ends from now on sees its parent gone and is cancelled
+    // by its spawn; one that ended before is found below.
+    session.state().worker = None;
     if !session.state().closing && matches!(phase, Phase::Live | Phase::Restarting) {
         router.cancel_children(session.id().unwrap_or_default());
     }
