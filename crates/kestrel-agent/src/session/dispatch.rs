@@ -154,7 +154,7 @@ impl Session {
                         model: self.model_ref(),
                         mode: context.mode,
                     };
-                    subagent::run_task(host.as_ref(), call, parent, sink, cancel).await
+                    subagent::run_task(host.clone(), call, parent, sink, cancel).await
                 }
                 (Some(_) | None, _) => {
                     (self.tools.call(&call.name, &call.arguments, context).await, None)

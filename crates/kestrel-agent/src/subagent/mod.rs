@@ -21,7 +21,9 @@ use kestrel_protocol::{Mode, SessionId, StopReason, Usage};
 use kestrel_tools::ToolOutput;
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// The model-facing name of the tool (ARCHITECTURE §6).
@@ -132,7 +134,7 @@ pub(crate) fn task_spec() -> ToolSpec {
 /// ran, how it went. Events tell hosts the child's id as soon as it exists and its
 /// usage once it is done.
 pub(crate) async fn run_task(
-    host: &dyn SubagentHost,
+    host: Arc<dyn SubagentHost>,
     call: &ToolCall,
     parent: Parent,
     sink: &dyn EventSink,
@@ -147,11 +149,19 @@ pub(crate) async fn run_task(
         let message = "the turn was cancelled before the subagent started";
         return (ToolOutput::error(message), None);
     }
-    // Not raced against the cancel: a host may start the child whether or not its
-    // answer is awaited (the daemon prompts it, then answers), and a child nobody
-    // follows would run its whole turn. So the start is awaited (hosts bound it) and a
-    // child started after a cancel is cancelled at once by `finish` below.
-    let child = host.spawn(request).await;
+    // Raced against the cancel, but not abandoned: a host may start the child whether
+    // or not its answer is awaited (the daemon prompts it, then answers), and a child
+    // nobody follows would run its whole turn. So a start the cancel overtakes goes on
+    // in the background, which cancels the child once it exists.
+    let mut spawning = tokio::spawn(async move { host.spawn(request).await });
+    let child = tokio::select! {
+        joined = &mut spawning => joined.map_err(|error| error.to_string()).and_then(|child| child),
+        () = cancel.cancelled() => {
+            cancel_when_started(spawning, cancel.clone());
+            let message = "the turn was cancelled while the subagent was starting";
+            return (ToolOutput::error(message), None);
+        }
+    };
     let child = match child {
         Ok(child) => child,
         Err(message) => {
@@ -178,6 +188,19 @@ pub(crate) async fn run_task(
     })
     .await;
     (task_output(&outcome, mode), Some(outcome))
+}
+
+/// Cancels the child a start given up on produces, if it produces one (hosts bound
+/// their starts): `finish` with a fired token cancels it and gives it a short grace.
+fn cancel_when_started(
+    spawning: JoinHandle<Result<Box<dyn ChildSession>, String>>,
+    cancel: CancellationToken,
+) {
+    tokio::spawn(async move {
+        if let Ok(Ok(child)) = spawning.await {
+            let _ = child.finish(cancel).await;
+        }
+    });
 }
 
 /// The child to start for `arguments`. Fails with a message for the model on missing
