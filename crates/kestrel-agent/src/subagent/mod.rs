@@ -350,6 +350,77 @@ mod tests {
         }
     }
 
+    /// A host whose start waits for `gate`, telling `asked` when it is called; its
+    /// child tells `finished` whether it was given a fired cancel.
+    struct GatedHost {
+        gate: std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+        asked: tokio::sync::mpsc::UnboundedSender<()>,
+        finished: tokio::sync::mpsc::UnboundedSender<bool>,
+    }
+
+    struct GatedChild {
+        id: SessionId,
+        finished: tokio::sync::mpsc::UnboundedSender<bool>,
+    }
+
+    impl SubagentHost for GatedHost {
+        fn spawn(&self, _: ChildRequest) -> BoxFuture<'_, Result<Box<dyn ChildSession>, String>> {
+            let gate = self.gate.lock().unwrap().take();
+            let _ = self.asked.send(());
+            let finished = self.finished.clone();
+            Box::pin(async move {
+                gate.ok_or("started twice")?.await.map_err(|error| error.to_string())?;
+                let id = SessionId::from_string("child".to_string());
+                Ok(Box::new(GatedChild { id, finished }) as Box<dyn ChildSession>)
+            })
+        }
+    }
+
+    impl ChildSession for GatedChild {
+        fn id(&self) -> &SessionId {
+            &self.id
+        }
+
+        fn finish(
+            self: Box<Self>,
+            cancel: CancellationToken,
+        ) -> BoxFuture<'static, Result<ChildOutcome, String>> {
+            let _ = self.finished.send(cancel.is_cancelled());
+            Box::pin(async { Err("cancelled".to_string()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_while_the_child_starts_ends_the_call_and_cancels_the_child_once_started() {
+        let wait = Duration::from_secs(10);
+        let (open, gate) = tokio::sync::oneshot::channel();
+        let (asked, mut was_asked) = tokio::sync::mpsc::unbounded_channel();
+        let (finished, mut was_finished) = tokio::sync::mpsc::unbounded_channel();
+        let host = Arc::new(GatedHost { gate: std::sync::Mutex::new(Some(gate)), asked, finished });
+        let cancel = CancellationToken::new();
+        let call = ToolCall {
+            id: "c1".into(),
+            name: TASK_TOOL.into(),
+            arguments: json!({"description": "d", "prompt": "p"}).to_string(),
+        };
+        let turn_cancel = cancel.clone();
+        let task = tokio::spawn(async move {
+            let sink = |_: AgentEvent| {};
+            run_task(host, &call, parent(Mode::Auto), &sink, &turn_cancel).await
+        });
+        tokio::time::timeout(wait, was_asked.recv()).await.unwrap().unwrap();
+        cancel.cancel();
+        // The call ends while the start is still waiting.
+        let (output, outcome) = tokio::time::timeout(wait, task).await.unwrap().unwrap();
+        assert!(output.is_error, "{}", output.content);
+        assert!(output.content.contains("cancelled while the subagent was starting"));
+        assert!(outcome.is_none());
+        // Once the child exists it is cancelled.
+        open.send(()).unwrap();
+        let cancelled = tokio::time::timeout(wait, was_finished.recv()).await.unwrap();
+        assert_eq!(cancelled, Some(true));
+    }
+
     #[test]
     fn children_run_read_only_unless_asked_and_never_above_the_parent() {
         let args = json!({"description": "look", "prompt": "find it"}).to_string();
