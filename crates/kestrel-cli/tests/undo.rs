@@ -194,10 +194,12 @@ fn bad_undo_requests_are_clear_errors() {
 /// daemon holds the session, which goes through the daemon too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_of_a_session_the_daemon_runs_goes_through_its_worker() {
-    let test = DaemonTest::new(Script::new(changing_turn())).with_var("KESTREL_MODE", "auto");
+    let test = DaemonTest::new(Script::new(changing_turn()));
     prepare(&test.env);
     let client = test.client().await;
     let id = client.new_session(test.env.work.path()).await;
+    // The mode is the session's (the daemon does not take KESTREL_MODE from its starter).
+    client.set_mode(&id, "auto").await;
     let answer = client.prompt(&id, "change things").await.unwrap().unwrap();
     assert_eq!(answer["stopReason"], "end_turn", "{answer}");
     assert_eq!(read(&test.env, "gen.txt").unwrap(), "generated\n");
@@ -304,9 +306,10 @@ async fn undo_while_a_turn_runs_is_refused() {
         Step::tool_call("shell", json!({"command": "sleep 2 && echo done > slept.txt"})),
         Step::text("slept"),
     ]);
-    let test = DaemonTest::new(script).with_var("KESTREL_MODE", "auto");
+    let test = DaemonTest::new(script);
     let mut client = test.client().await;
     let id = client.new_session(test.env.work.path()).await;
+    client.set_mode(&id, "auto").await;
     let prompt = client.prompt(&id, "sleep");
     client.wait_update(&id, "tool_call").await;
     let error =
