@@ -3,6 +3,7 @@
 //! messages (`acp`) and the JSON-RPC connection (`jsonrpc`). No files, no OS.
 
 pub mod acp;
+pub mod base64;
 mod exec_event;
 mod ids;
 pub mod jsonrpc;

@@ -40,7 +40,8 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
     if decoded_at_most > MAX_IMAGE_BYTES + 3 {
         return Err(format!("the image is too large: at most {MAX_IMAGE_BYTES} bytes"));
     }
-    let bytes = decode_base64(data).ok_or("the image data is not valid base64")?;
+    let bytes =
+        kestrel_protocol::base64::decode(data).ok_or("the image data is not valid base64")?;
     if bytes.len() as u64 > MAX_IMAGE_BYTES {
         return Err(format!(
             "the image is too large ({} bytes): at most {MAX_IMAGE_BYTES} bytes",
@@ -56,41 +57,6 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
         Some(actual) => Err(format!("the data is {actual}, not the declared {media_type}")),
         None => Err(format!("the data is not a {media_type} image")),
     }
-}
-
-/// Standard base64 with padding (whitespace between characters allowed, as MIME writes
-/// it); `None` for anything else.
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        match c {
-            b'A'..=b'Z' => Some(u32::from(c - b'A')),
-            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        }
-    }
-    let clean: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if clean.is_empty() || !clean.len().is_multiple_of(4) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(clean.len() / 4 * 3);
-    let last = clean.len() / 4 - 1;
-    for (index, chunk) in clean.chunks(4).enumerate() {
-        let padding = chunk.iter().rev().take_while(|c| **c == b'=').count();
-        if padding > 2 || (padding > 0 && index != last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for &c in &chunk[..4 - padding] {
-            n = (n << 6) | value(c)?;
-        }
-        n <<= 6 * padding as u32;
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..3 - padding]);
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -129,15 +95,5 @@ mod tests {
             let error = checked_image(media_type, &data).unwrap_err();
             assert!(error.contains(expected), "{media_type}: {error}");
         }
-    }
-
-    #[test]
-    fn base64_decoding_follows_the_standard_alphabet_and_padding() {
-        assert_eq!(decode_base64("Zg==").unwrap(), b"f");
-        assert_eq!(decode_base64("Zm8=").unwrap(), b"fo");
-        assert_eq!(decode_base64("Zm9v").unwrap(), b"foo");
-        assert_eq!(decode_base64("Zm9v\r\nYmFy").unwrap(), b"foobar");
-        assert_eq!(decode_base64("Zm9"), None);
-        assert_eq!(decode_base64("Zg==Zg=="), None);
     }
 }

@@ -181,28 +181,15 @@ fn read_image(mut file: File, shown: &str, media_type: &str, size: u64) -> ToolO
     if let Err(error) = file.read_to_end(&mut bytes) {
         return ToolOutput::error(format!("cannot read {shown}: {error}"));
     }
-    let image = ToolImage { media_type: media_type.to_string(), data: base64(&bytes) };
+    let image = ToolImage {
+        media_type: media_type.to_string(),
+        data: kestrel_protocol::base64::encode(&bytes),
+    };
     ToolOutput {
         content: format!("[image: {media_type}] {shown} ({} bytes)", bytes.len()),
         images: vec![image],
         ..ToolOutput::default()
     }
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let index = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(index(18));
-        out.push(index(12));
-        out.push(if chunk.len() > 1 { index(6) } else { '=' });
-        out.push(if chunk.len() > 2 { index(0) } else { '=' });
-    }
-    out
 }
 
 /// True when the first bytes of the file hold a NUL. Rewinds the file.
@@ -431,14 +418,5 @@ mod tests {
         // Text that merely starts like a format name is text.
         let output = read("notes.txt", b"GIF is a format\n");
         assert!(!output.is_error && output.images.is_empty(), "{}", output.content);
-    }
-
-    #[test]
-    fn base64_matches_the_standard_alphabet_and_padding() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64(&[0xFB, 0xFF]), "+/8=");
     }
 }

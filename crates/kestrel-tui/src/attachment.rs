@@ -38,7 +38,7 @@ pub(crate) fn pasted_image(text: &str, cwd: &Path) -> Option<Image> {
         return None;
     }
     let bytes = std::fs::read(&path).ok()?;
-    Some(Image { path, mime_type, data: base64(&bytes) })
+    Some(Image { path, mime_type, data: kestrel_protocol::base64::encode(&bytes) })
 }
 
 fn mime_type(path: &Path) -> Option<&'static str> {
@@ -52,35 +52,9 @@ fn mime_type(path: &Path) -> Option<&'static str> {
     }
 }
 
-/// Standard base64 with padding.
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let index = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(index(18));
-        out.push(index(12));
-        out.push(if chunk.len() > 1 { index(6) } else { '=' });
-        out.push(if chunk.len() > 2 { index(0) } else { '=' });
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_the_standard_alphabet_and_padding() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64(&[0xff, 0xfe]), "//4=");
-    }
 
     #[test]
     fn a_pasted_image_path_becomes_an_attachment() {
