@@ -202,14 +202,8 @@ mod tests {
     use kestrel_protocol::{RECORD_VERSION, RecordHeader, Timestamp};
     use kestrel_store::SessionRecord;
 
-    fn append(record: &mut SessionRecord, item: RecordItem) {
-        record.append(&RecordEntry::now(item)).unwrap();
-    }
-
-    #[tokio::test]
-    async fn follows_a_record_as_it_grows_until_the_turn_ends() {
-        let home_dir = tempfile::tempdir().unwrap();
-        let home = KestrelHome::at(home_dir.path());
+    /// A new subagent's record in `home`.
+    fn child_session(home: &KestrelHome) -> (SessionId, SessionRecord) {
         let id = SessionId::new();
         let header = RecordHeader {
             id: id.clone(),
@@ -221,7 +215,18 @@ mod tests {
             parent_id: Some(SessionId::new()),
             forked_from: None,
         };
-        let mut record = SessionRecord::create(&home, header).unwrap();
+        (id, SessionRecord::create(home, header).unwrap())
+    }
+
+    fn append(record: &mut SessionRecord, item: RecordItem) {
+        record.append(&RecordEntry::now(item)).unwrap();
+    }
+
+    #[tokio::test]
+    async fn follows_a_record_as_it_grows_until_the_turn_ends() {
+        let home_dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(home_dir.path());
+        let (id, mut record) = child_session(&home);
         let mut child = ChildRecord::locate(&home, &id).unwrap();
         assert_eq!(child.poll().unwrap(), None);
         append(&mut record, RecordItem::TurnStarted {});
@@ -257,18 +262,7 @@ mod tests {
     async fn a_started_turn_whose_worker_is_gone_ends_as_interrupted() {
         let home_dir = tempfile::tempdir().unwrap();
         let home = KestrelHome::at(home_dir.path());
-        let id = SessionId::new();
-        let header = RecordHeader {
-            id: id.clone(),
-            version: RECORD_VERSION,
-            created_at: Timestamp::now(),
-            cwd: "/w".into(),
-            provider: "p".into(),
-            model: "m".into(),
-            parent_id: Some(SessionId::new()),
-            forked_from: None,
-        };
-        let mut record = SessionRecord::create(&home, header).unwrap();
+        let (id, mut record) = child_session(&home);
         append(&mut record, RecordItem::TurnStarted {});
         let mut child = ChildRecord::locate(&home, &id).unwrap();
         child.orphan_grace = Duration::from_millis(300);
