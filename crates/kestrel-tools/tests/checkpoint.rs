@@ -5,123 +5,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod checkpoint_support;
 mod common;
 
-use kestrel_protocol::{
-    Mode, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
-};
-use kestrel_store::{KestrelHome, SessionRecord};
+use checkpoint_support::{Fixture, git};
+use kestrel_protocol::{Mode, RecordItem};
+use kestrel_tools::ToolContext;
 use kestrel_tools::checkpoint::{
-    Capture, CheckpointFiles, Checkpointer, FileState, UndoError, UndoOptions, undo,
+    Capture, CheckpointFiles, FileState, UndoError, UndoOptions, undo,
 };
-use kestrel_tools::{ToolContext, builtin_tools};
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-struct Fixture {
-    home_dir: tempfile::TempDir,
-    work: tempfile::TempDir,
-    home: KestrelHome,
-    record: SessionRecord,
-    checkpointer: Checkpointer,
-    context: ToolContext,
-    calls: u32,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let home_dir = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        let home = KestrelHome::at(home_dir.path());
-        let header = RecordHeader {
-            id: SessionId::new(),
-            version: RECORD_VERSION,
-            created_at: Timestamp::now(),
-            cwd: work.path().display().to_string(),
-            provider: "p".into(),
-            model: "m".into(),
-            parent_id: None,
-            forked_from: None,
-        };
-        let record = SessionRecord::create(&home, header).unwrap();
-        let checkpointer = Checkpointer::new(&home, record.id().as_str());
-        let root = work.path().canonicalize().unwrap();
-        let context = common::context(&root, Mode::Auto);
-        Self { home_dir, work, home, record, checkpointer, context, calls: 0 }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.context.cwd.clone()
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.root().join(relative)
-    }
-
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn read(&self, relative: &str) -> Option<String> {
-        std::fs::read_to_string(self.path(relative)).ok()
-    }
-
-    fn turn(&mut self) {
-        self.record.append(&RecordEntry::now(RecordItem::TurnStarted {})).unwrap();
-    }
-
-    /// Runs one call as the session does: capture, call, record the checkpoint.
-    async fn call(&mut self, tool: &str, arguments: serde_json::Value) -> Option<CheckpointFiles> {
-        self.calls += 1;
-        let arguments = arguments.to_string();
-        let capture = self.checkpointer.before_call(tool, &arguments, &self.context).await.unwrap();
-        let output = builtin_tools().call(tool, &arguments, &self.context).await;
-        assert!(!output.is_error, "{tool}: {}", output.content);
-        let item = self.checkpointer.after_call(capture, &format!("call_{}", self.calls)).await?;
-        self.record.append(&RecordEntry::now(item.clone())).unwrap();
-        match item {
-            RecordItem::Checkpoint { files } => Some(serde_json::from_value(files).unwrap()),
-            other => panic!("expected a checkpoint, got {other:?}"),
-        }
-    }
-
-    fn undo(
-        &mut self,
-        turns: usize,
-        force: bool,
-    ) -> Result<kestrel_tools::checkpoint::UndoReport, UndoError> {
-        undo(&self.home, &mut self.record, &UndoOptions { turns, force, dry_run: false })
-    }
-
-    fn items(&self) -> Vec<RecordItem> {
-        kestrel_store::read_record(self.record.path())
-            .unwrap()
-            .entries
-            .into_iter()
-            .map(|e| e.item)
-            .collect()
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn file_tools_record_each_file_before_and_after() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("old.txt", "one\ntwo\n");
     fx.turn();
     let files =
@@ -139,14 +36,7 @@ async fn file_tools_record_each_file_before_and_after() {
         .unwrap();
     let FileState::File { sha256, .. } = &files.changes[0].before else { panic!() };
     // The old content is saved, privately.
-    let blob = fx
-        .home_dir
-        .path()
-        .join("checkpoints")
-        .join(fx.record.id().as_str())
-        .join("blobs")
-        .join(&sha256[..2])
-        .join(&sha256[2..]);
+    let blob = fx.blob(sha256);
     assert_eq!(std::fs::read_to_string(&blob).unwrap(), "one\ntwo\n");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&blob).unwrap().permissions().mode() & 0o777, 0o600);
@@ -161,7 +51,7 @@ async fn file_tools_record_each_file_before_and_after() {
 
 #[tokio::test]
 async fn undo_restores_every_file_of_the_last_turn_and_records_it() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("kept.txt", "original\n");
     fx.write("gone.txt", "will be deleted\n");
     fx.turn();
@@ -193,7 +83,7 @@ async fn undo_restores_every_file_of_the_last_turn_and_records_it() {
 
 #[tokio::test]
 async fn undo_refuses_files_the_user_changed_since_and_force_keeps_their_content() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("a.txt", "a0\n");
     fx.write("b.txt", "b0\n");
     fx.turn();
@@ -222,20 +112,13 @@ async fn undo_refuses_files_the_user_changed_since_and_force_keeps_their_content
     // The user's edit is saved in the undo's checkpoint.
     let change = report.files.iter().find(|c| c.path == fx.path("b.txt")).unwrap();
     let FileState::File { sha256, .. } = &change.before else { panic!() };
-    let blob = fx
-        .home_dir
-        .path()
-        .join("checkpoints")
-        .join(fx.record.id().as_str())
-        .join("blobs")
-        .join(&sha256[..2])
-        .join(&sha256[2..]);
+    let blob = fx.blob(sha256);
     assert_eq!(std::fs::read_to_string(blob).unwrap(), "the user's edit\n");
 }
 
 #[tokio::test]
 async fn undo_several_turns_goes_back_before_the_earliest() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("f.txt", "v0\n");
     for version in 1..=3 {
         fx.turn();
@@ -255,7 +138,7 @@ async fn undo_several_turns_goes_back_before_the_earliest() {
 
 #[tokio::test]
 async fn dry_run_changes_nothing_and_nothing_to_undo_says_so() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     assert!(matches!(fx.undo(1, false), Err(UndoError::NothingToUndo { undone: 0 })));
     fx.turn();
     fx.call("write_file", json!({"path": "x.txt", "content": "x"})).await.unwrap();
@@ -269,7 +152,7 @@ async fn dry_run_changes_nothing_and_nothing_to_undo_says_so() {
 
 #[tokio::test]
 async fn shell_changes_in_a_repository_are_seen_without_touching_its_index_or_stash() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     let root = fx.root();
     git(&root, &["init", "-q"]);
     fx.write(".gitattributes", "* text=auto\n");
@@ -291,14 +174,11 @@ async fn shell_changes_in_a_repository_are_seen_without_touching_its_index_or_st
         )
         .await
         .unwrap();
-    let mut paths: Vec<String> = files
-        .changes
-        .iter()
-        .map(|c| c.path.strip_prefix(&root).unwrap().display().to_string())
-        .collect();
-    paths.sort();
     // Ignored files are covered too (a small ignored directory is snapshotted whole).
-    assert_eq!(paths, ["crlf.txt", "ignored/i.txt", "new.txt", "tracked.txt", "untracked.txt"]);
+    assert_eq!(
+        fx.relative(&files),
+        ["crlf.txt", "ignored/i.txt", "new.txt", "tracked.txt", "untracked.txt"]
+    );
     fx.undo(1, false).unwrap();
     assert_eq!(std::fs::read(root.join("crlf.txt")).unwrap(), b"a\r\nb\r\n", "byte for byte");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
@@ -314,7 +194,7 @@ async fn shell_changes_in_a_repository_are_seen_without_touching_its_index_or_st
 
 #[tokio::test]
 async fn shell_changes_outside_a_repository_use_a_private_one() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("notes/a.md", "a\n");
     fx.turn();
     let files =
@@ -328,7 +208,7 @@ async fn shell_changes_outside_a_repository_use_a_private_one() {
 
 #[tokio::test]
 async fn read_only_mode_captures_nothing_and_other_modes_snapshot_every_command() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     // Judged read-only, snapshotted all the same: a misjudged command must not lose work.
     let capture = fx
         .checkpointer
@@ -349,12 +229,11 @@ async fn read_only_mode_captures_nothing_and_other_modes_snapshot_every_command(
         .await
         .unwrap();
     assert!(matches!(capture, Capture::Snapshot(_)));
-    let _ = &fx.work;
 }
 
 #[tokio::test]
 async fn a_write_through_a_symlink_is_recorded_at_its_target() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("real.txt", "real\n");
     std::os::unix::fs::symlink(fx.path("real.txt"), fx.path("link.txt")).unwrap();
     fx.turn();
@@ -368,12 +247,9 @@ async fn a_write_through_a_symlink_is_recorded_at_its_target() {
 
 #[tokio::test]
 async fn a_snapshot_runs_no_hook_a_command_planted_in_the_repository() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     let root = fx.root();
-    git(&root, &["init", "-q"]);
-    fx.write("tracked.txt", "tracked\n");
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-q", "-m", "init"]);
+    fx.repository();
     let marker = fx.home_dir.path().join("hook-ran");
     let hook = root.join(".git/hooks/post-index-change");
     std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
@@ -386,7 +262,7 @@ async fn a_snapshot_runs_no_hook_a_command_planted_in_the_repository() {
 #[test]
 fn undo_does_not_follow_a_symlink_planted_at_its_temporary_name() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("f.txt", "before\n");
     fx.turn();
     rt.block_on(fx.call("write_file", json!({"path": "f.txt", "content": "after\n"}))).unwrap();
@@ -404,7 +280,7 @@ fn undo_does_not_follow_a_symlink_planted_at_its_temporary_name() {
 
 #[tokio::test]
 async fn a_directory_swapped_for_a_symlink_is_listed_and_nothing_outside_is_touched() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     let outside = tempfile::tempdir().unwrap();
     let shared = outside.path().canonicalize().unwrap();
     std::fs::write(shared.join("dataset.csv"), "shared data\n").unwrap();
@@ -441,7 +317,7 @@ async fn a_directory_swapped_for_a_symlink_is_listed_and_nothing_outside_is_touc
 
 #[tokio::test]
 async fn undo_refuses_a_file_changed_outside_the_session_between_the_turns() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("f.txt", "A\n");
     fx.turn();
     fx.call("write_file", json!({"path": "f.txt", "content": "B model turn 1\n"})).await.unwrap();
@@ -462,7 +338,7 @@ async fn undo_refuses_a_file_changed_outside_the_session_between_the_turns() {
 
 #[tokio::test]
 async fn a_call_without_a_snapshot_says_so_in_its_result_and_the_record() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     // A workspace that cannot be snapshotted (here: gone).
     let context = common::context(&fx.root().join("missing"), Mode::Auto);
     let capture = fx.checkpointer.before_call("shell", r#"{"command":"true"}"#, &context).await;
@@ -477,7 +353,7 @@ async fn a_call_without_a_snapshot_says_so_in_its_result_and_the_record() {
 
 #[tokio::test]
 async fn a_workspace_reached_through_a_symlink_is_checkpointed_and_undone() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     let links = tempfile::tempdir().unwrap();
     let link = links.path().join("project");
     std::os::unix::fs::symlink(fx.root(), &link).unwrap();
@@ -494,7 +370,7 @@ async fn a_workspace_reached_through_a_symlink_is_checkpointed_and_undone() {
 
 #[tokio::test]
 async fn changes_between_calls_not_made_by_one_get_a_notice() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::new(Mode::Auto);
     fx.write("a.txt", "a\n");
     fx.turn();
     fx.call("shell", json!({"command": "echo 1 >> a.txt"})).await.unwrap();

@@ -4,141 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod checkpoint_support;
 mod common;
 
-use kestrel_protocol::{
-    Mode, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
-};
+use checkpoint_support::{Fixture, git, header};
+use kestrel_protocol::{Mode, RecordEntry, RecordItem};
 use kestrel_store::{KestrelHome, SessionRecord};
-use kestrel_tools::checkpoint::{
-    Capture, CheckpointFiles, Checkpointer, FileState, UndoError, UndoOptions, UndoReport, undo,
-};
-use kestrel_tools::{ToolContext, builtin_tools};
+use kestrel_tools::builtin_tools;
+use kestrel_tools::checkpoint::{Capture, CheckpointFiles, Checkpointer, FileState, UndoError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-
-struct Fixture {
-    home_dir: tempfile::TempDir,
-    _work: tempfile::TempDir,
-    home: KestrelHome,
-    record: SessionRecord,
-    checkpointer: Checkpointer,
-    context: ToolContext,
-    calls: u32,
-}
-
-impl Fixture {
-    fn new(mode: Mode) -> Self {
-        let home_dir = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        let home = KestrelHome::at(home_dir.path());
-        let header = RecordHeader {
-            id: SessionId::new(),
-            version: RECORD_VERSION,
-            created_at: Timestamp::now(),
-            cwd: work.path().display().to_string(),
-            provider: "p".into(),
-            model: "m".into(),
-            parent_id: None,
-            forked_from: None,
-        };
-        let record = SessionRecord::create(&home, header).unwrap();
-        let checkpointer = Checkpointer::new(&home, record.id().as_str());
-        let root = work.path().canonicalize().unwrap();
-        let context = common::context(&root, mode);
-        Self { home_dir, _work: work, home, record, checkpointer, context, calls: 0 }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.context.cwd.clone()
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.root().join(relative)
-    }
-
-    fn write(&self, relative: &str, bytes: impl AsRef<[u8]>) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-
-    fn read(&self, relative: &str) -> Option<String> {
-        std::fs::read_to_string(self.path(relative)).ok()
-    }
-
-    fn turn(&mut self) {
-        self.record.append(&RecordEntry::now(RecordItem::TurnStarted {})).unwrap();
-    }
-
-    /// Runs one shell command as the session does: capture, call, record.
-    async fn shell(&mut self, command: &str) -> Option<CheckpointFiles> {
-        self.calls += 1;
-        let arguments = json!({ "command": command }).to_string();
-        let capture = tokio::time::timeout(
-            Duration::from_secs(120),
-            self.checkpointer.before_call("shell", &arguments, &self.context),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        assert!(matches!(capture, Capture::Snapshot(_)), "{capture:?}");
-        let output = tokio::time::timeout(
-            Duration::from_secs(60),
-            builtin_tools().call("shell", &arguments, &self.context),
-        )
-        .await
-        .unwrap();
-        assert!(!output.is_error, "{command}: {}", output.content);
-        let item = tokio::time::timeout(
-            Duration::from_secs(120),
-            self.checkpointer.after_call(capture, &format!("call_{}", self.calls)),
-        )
-        .await
-        .unwrap()?;
-        self.record.append(&RecordEntry::now(item.clone())).unwrap();
-        match item {
-            RecordItem::Checkpoint { files } => Some(serde_json::from_value(files).unwrap()),
-            other => panic!("expected a checkpoint, got {other:?}"),
-        }
-    }
-
-    fn undo(&mut self, force: bool) -> Result<UndoReport, UndoError> {
-        undo(&self.home, &mut self.record, &UndoOptions { turns: 1, force, dry_run: false })
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn repository(fx: &Fixture) {
-    git(&fx.root(), &["init", "-q"]);
-    fx.write("tracked.txt", "tracked\n");
-    git(&fx.root(), &["add", "."]);
-    git(&fx.root(), &["commit", "-q", "-m", "init"]);
-}
-
-fn relative(fx: &Fixture, files: &CheckpointFiles) -> Vec<String> {
-    let mut paths: Vec<String> = files
-        .changes
-        .iter()
-        .map(|change| change.path.strip_prefix(fx.root()).unwrap().display().to_string())
-        .collect();
-    paths.sort();
-    paths
-}
 
 /// Every file under `dir`, recursively.
 fn count_files(dir: &Path) -> usize {
@@ -160,7 +36,7 @@ fn count_files(dir: &Path) -> usize {
 #[tokio::test]
 async fn snapshots_and_undo_run_no_filter_the_repository_configures() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     let marker = fx.home_dir.path().join("filter-ran");
     let script = fx.home_dir.path().join("filter.sh");
     std::fs::write(&script, format!("#!/bin/sh\ntouch '{}'\ncat\n", marker.display())).unwrap();
@@ -179,8 +55,8 @@ async fn snapshots_and_undo_run_no_filter_the_repository_configures() {
         .shell("echo changed >> tracked.txt && rm untracked.txt && echo new > new.txt")
         .await
         .unwrap();
-    assert_eq!(relative(&fx, &files), ["new.txt", "tracked.txt", "untracked.txt"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["new.txt", "tracked.txt", "untracked.txt"]);
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
     assert_eq!(fx.read("untracked.txt").unwrap(), "untracked\n");
     assert!(fx.read("new.txt").is_none());
@@ -190,7 +66,7 @@ async fn snapshots_and_undo_run_no_filter_the_repository_configures() {
 #[tokio::test]
 async fn snapshots_write_nothing_into_the_users_git_directory() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     for index in 0..20 {
         fx.write(&format!("untracked/{index}.txt"), format!("untracked {index}\n"));
     }
@@ -202,23 +78,18 @@ async fn snapshots_write_nothing_into_the_users_git_directory() {
     assert_eq!(files.changes.len(), 21);
     assert_eq!(count_files(&objects), before, "objects were written into the user's .git");
     assert_eq!(std::fs::read(fx.root().join(".git/index")).unwrap(), index);
-    fx.undo(false).unwrap();
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("untracked/7.txt").unwrap(), "untracked 7\n");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
     // The snapshot's own objects live under the session's checkpoint directory.
-    let private = fx
-        .home_dir
-        .path()
-        .join("checkpoints")
-        .join(fx.record.id().as_str())
-        .join("snapshots.git/objects");
+    let private = fx.checkpoint_dir().join("snapshots.git/objects");
     assert!(count_files(&private) > 0);
 }
 
 #[tokio::test]
 async fn a_large_untracked_file_is_not_snapshotted_and_undo_says_it_cannot_restore_it() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     fx.write("big.bin", vec![7u8; 17 * 1024 * 1024]);
     let objects = fx.root().join(".git/objects");
     let before = count_files(&objects);
@@ -229,11 +100,11 @@ async fn a_large_untracked_file_is_not_snapshotted_and_undo_says_it_cannot_resto
     let FileState::Unsaved { reason } = &big.before else { panic!("{big:?}") };
     assert!(reason.contains("not snapshotted"), "{reason}");
 
-    let error = fx.undo(false).unwrap_err();
+    let error = fx.undo(1, false).unwrap_err();
     let message = error.to_string();
     assert!(message.contains("big.bin") && message.contains("not snapshotted"), "{message}");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\nmore\n", "nothing was undone");
-    let report = fx.undo(true).unwrap();
+    let report = fx.undo(1, true).unwrap();
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
     assert!(report.skipped.iter().any(|skipped| skipped.path == fx.path("big.bin")), "{report:?}");
     assert!(!fx.path("big.bin").exists());
@@ -242,7 +113,7 @@ async fn a_large_untracked_file_is_not_snapshotted_and_undo_says_it_cannot_resto
 #[tokio::test]
 async fn ignored_files_deleted_by_a_command_are_restored_or_reported() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     fx.write(".gitignore", "build/\n.env\nnode_modules/\n");
     fx.write(".env", "SECRET=1\n");
     fx.write("build/out/a.o", "object\n");
@@ -251,15 +122,15 @@ async fn ignored_files_deleted_by_a_command_are_restored_or_reported() {
     }
     fx.turn();
     let files = fx.shell("rm -rf build .env node_modules && echo x >> tracked.txt").await.unwrap();
-    assert_eq!(relative(&fx, &files), [".env", "build/out/a.o", "node_modules", "tracked.txt"]);
+    assert_eq!(fx.relative(&files), [".env", "build/out/a.o", "node_modules", "tracked.txt"]);
 
-    let error = fx.undo(false).unwrap_err();
+    let error = fx.undo(1, false).unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains("node_modules") && message.contains("more than 1000 files"),
         "{message}"
     );
-    let report = fx.undo(true).unwrap();
+    let report = fx.undo(1, true).unwrap();
     assert_eq!(fx.read(".env").unwrap(), "SECRET=1\n");
     assert_eq!(fx.read("build/out/a.o").unwrap(), "object\n");
     assert_eq!(report.skipped.len(), 1, "{report:?}");
@@ -271,7 +142,7 @@ async fn files_of_nested_repositories_are_covered_in_and_outside_a_repository() 
     for outer_is_repository in [false, true] {
         let mut fx = Fixture::new(Mode::Auto);
         if outer_is_repository {
-            repository(&fx);
+            fx.repository();
         }
         let inner = fx.path("vendor/lib");
         std::fs::create_dir_all(&inner).unwrap();
@@ -288,11 +159,11 @@ async fn files_of_nested_repositories_are_covered_in_and_outside_a_repository() 
             .await
             .unwrap();
         assert_eq!(
-            relative(&fx, &files),
+            fx.relative(&files),
             ["vendor/lib/code.rs", "vendor/lib/new.rs", "vendor/lib/scratch.txt"]
         );
         assert_eq!(count_files(&inner.join(".git/objects")), inner_objects);
-        fx.undo(false).unwrap();
+        fx.undo(1, false).unwrap();
         assert_eq!(fx.read("vendor/lib/code.rs").unwrap(), "fn lib() {}\n");
         assert_eq!(
             fx.read("vendor/lib/scratch.txt").unwrap(),
@@ -316,7 +187,7 @@ async fn commands_judged_read_only_get_a_snapshot_in_auto_and_yolo() {
         // A command that changes files all the same is undoable.
         fx.turn();
         fx.shell("cat kept.txt > /dev/null; rm kept.txt").await.unwrap();
-        fx.undo(false).unwrap();
+        fx.undo(1, false).unwrap();
         assert_eq!(fx.read("kept.txt").unwrap(), "kept\n");
     }
 }
@@ -324,15 +195,15 @@ async fn commands_judged_read_only_get_a_snapshot_in_auto_and_yolo() {
 #[tokio::test]
 async fn a_second_snapshot_reuses_what_it_knows_and_still_sees_every_change() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     for index in 0..50 {
         fx.write(&format!("src/{index}.rs"), format!("// {index}\n"));
     }
     fx.turn();
     assert!(fx.shell("true").await.is_none(), "nothing changed");
     let files = fx.shell("echo changed > src/3.rs && chmod +x src/4.rs").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["src/3.rs", "src/4.rs"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["src/3.rs", "src/4.rs"]);
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("src/3.rs").unwrap(), "// 3\n");
     let mode = std::fs::metadata(fx.path("src/4.rs")).unwrap().permissions();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111, 0);
@@ -392,7 +263,7 @@ async fn an_object_planted_in_a_nested_repository_is_never_read_as_a_files_conte
     let files = fx.shell("rm precious.txt").await.unwrap();
     // Nested repositories' stores are not alternates: precious.txt's own bytes were kept.
     assert!(matches!(files.changes[0].before, FileState::File { .. }), "{files:?}");
-    fx.undo(false).unwrap();
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("precious.txt").unwrap(), "precious\n");
 }
 
@@ -403,7 +274,7 @@ async fn a_file_whose_name_holds_a_newline_is_snapshotted_too() {
     fx.turn();
     let files = fx.shell("rm odd*name.txt").await.unwrap();
     assert_eq!(files.changes.len(), 1);
-    fx.undo(false).unwrap();
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("odd\nname.txt").unwrap(), "odd\n");
 }
 
@@ -415,17 +286,7 @@ async fn kestrels_own_directory_inside_the_workspace_is_never_snapshotted() {
     std::fs::write(root.join("a.txt"), "a\n").unwrap();
     // The home is inside an ignored directory, which snapshots otherwise walk.
     let home = KestrelHome::at(root.join("state/home"));
-    let header = RecordHeader {
-        id: SessionId::new(),
-        version: RECORD_VERSION,
-        created_at: Timestamp::now(),
-        cwd: root.display().to_string(),
-        provider: "p".into(),
-        model: "m".into(),
-        parent_id: None,
-        forked_from: None,
-    };
-    let mut record = SessionRecord::create(&home, header).unwrap();
+    let mut record = SessionRecord::create(&home, header(&root)).unwrap();
     let mut checkpointer = Checkpointer::new(&home, record.id().as_str());
     let context = common::context(&root, Mode::Auto);
     for round in 0..2 {
@@ -446,7 +307,7 @@ async fn kestrels_own_directory_inside_the_workspace_is_never_snapshotted() {
 async fn undo_puts_back_each_file_with_its_own_permission_bits() {
     use std::os::unix::fs::PermissionsExt;
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     let modes = [("secret.key", 0o600), ("script.sh", 0o750), ("shared.txt", 0o664)];
     for (name, mode) in modes {
         fx.write(name, format!("{name}\n"));
@@ -454,8 +315,8 @@ async fn undo_puts_back_each_file_with_its_own_permission_bits() {
     }
     fx.turn();
     let files = fx.shell("rm secret.key script.sh && chmod 600 shared.txt").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["script.sh", "secret.key", "shared.txt"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["script.sh", "secret.key", "shared.txt"]);
+    fx.undo(1, false).unwrap();
     for (name, mode) in modes {
         assert_eq!(fx.read(name).unwrap(), format!("{name}\n"));
         let now = std::fs::metadata(fx.path(name)).unwrap().permissions().mode() & 0o7777;
@@ -466,10 +327,10 @@ async fn undo_puts_back_each_file_with_its_own_permission_bits() {
 #[tokio::test]
 async fn in_yolo_a_command_that_deletes_git_leaves_files_undo_says_were_not_saved() {
     let mut fx = Fixture::new(Mode::Yolo);
-    repository(&fx);
+    fx.repository();
     fx.turn();
     fx.shell("rm -rf .git && git init -q && echo rewritten > tracked.txt").await.unwrap();
-    let error = fx.undo(false).unwrap_err();
+    let error = fx.undo(1, false).unwrap_err();
     let UndoError::Conflicts { files, unrestorable: unsaved, .. } = &error else {
         panic!("{error}")
     };
@@ -487,12 +348,12 @@ async fn in_yolo_a_command_that_deletes_git_leaves_files_undo_says_were_not_save
 #[tokio::test]
 async fn a_fifo_planted_as_a_repositorys_alternates_does_not_hold_snapshots_up() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     fx.turn();
     let command = "mkdir -p sub/.git/objects/info && mkfifo sub/.git/objects/info/alternates \
                    && echo nested > sub/f.txt && echo new > new.txt";
     let files = fx.shell(command).await.unwrap();
-    assert!(relative(&fx, &files).contains(&"new.txt".to_string()), "{files:?}");
+    assert!(fx.relative(&files).contains(&"new.txt".to_string()), "{files:?}");
     // The workspace repository's own alternates (yolo could plant it) as well.
     let own = fx.path(".git/objects/info/alternates");
     std::fs::create_dir_all(own.parent().unwrap()).unwrap();
@@ -501,8 +362,8 @@ async fn a_fifo_planted_as_a_repositorys_alternates_does_not_hold_snapshots_up()
     // Each bounded by the fixture's timeouts (git would wait on the FIFO for minutes).
     fx.turn();
     let files = fx.shell("echo second >> new.txt && echo more >> tracked.txt").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["new.txt", "tracked.txt"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["new.txt", "tracked.txt"]);
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("new.txt").unwrap(), "new\n");
     assert_eq!(fx.read("tracked.txt").unwrap(), "tracked\n");
 }
@@ -526,8 +387,8 @@ async fn ignore_files_cannot_hide_tracked_files_or_hang_or_crash_a_snapshot() {
     fx.shell(command).await.unwrap();
     fx.turn();
     let files = fx.shell("echo clobbered > src/main.rs && rm src/0005.rs").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["src/0005.rs", "src/main.rs"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["src/0005.rs", "src/main.rs"]);
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("src/main.rs").unwrap(), "fn main() {}\n");
     assert_eq!(fx.read("src/0005.rs").unwrap(), "// 5\n");
 }
@@ -535,7 +396,7 @@ async fn ignore_files_cannot_hide_tracked_files_or_hang_or_crash_a_snapshot() {
 #[tokio::test]
 async fn a_change_inside_a_large_ignored_directory_is_reported_not_lost() {
     let mut fx = Fixture::new(Mode::Auto);
-    repository(&fx);
+    fx.repository();
     fx.write(".gitignore", "node_modules/\n");
     for index in 0..1_001 {
         fx.write(&format!("node_modules/{index}.js"), "x");
@@ -543,10 +404,10 @@ async fn a_change_inside_a_large_ignored_directory_is_reported_not_lost() {
     fx.turn();
     assert!(fx.shell("ls node_modules > /dev/null").await.is_none(), "nothing changed");
     let files = fx.shell("echo new > node_modules/added.js && rm node_modules/7.js").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["node_modules"]);
+    assert_eq!(fx.relative(&files), ["node_modules"]);
     let FileState::Unsaved { reason } = &files.changes[0].before else { panic!("{files:?}") };
     assert!(reason.contains("added, removed or renamed"), "{reason}");
-    let message = fx.undo(false).unwrap_err().to_string();
+    let message = fx.undo(1, false).unwrap_err().to_string();
     assert!(message.contains("node_modules") && message.contains("not saved"), "{message}");
 }
 
@@ -560,7 +421,7 @@ async fn ignore_files_above_the_workspace_do_not_apply() {
     }
     fx.turn();
     let files = fx.shell("echo clobbered > src/0005.rs").await.unwrap();
-    assert_eq!(relative(&fx, &files), ["src/0005.rs"]);
-    fx.undo(false).unwrap();
+    assert_eq!(fx.relative(&files), ["src/0005.rs"]);
+    fx.undo(1, false).unwrap();
     assert_eq!(fx.read("src/0005.rs").unwrap(), "x\n");
 }
