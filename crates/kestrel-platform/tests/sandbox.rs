@@ -6,52 +6,11 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kestrel_platform::{Sandbox, SandboxKind, SandboxPolicy, spawn_group};
+mod support;
+
+use kestrel_platform::SandboxPolicy;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn backends() -> Vec<Sandbox> {
-    let landlock = Sandbox::landlock().expect("Landlock works on the test machine");
-    let bubblewrap =
-        Sandbox::bubblewrap().expect("bubblewrap is installed on the test machine (.ci/run)");
-    assert_eq!(landlock.kind(), SandboxKind::Landlock);
-    assert_eq!(bubblewrap.kind(), SandboxKind::Bubblewrap);
-    vec![landlock, bubblewrap]
-}
-
-/// Runs `script` sandboxed in `dir`; returns (success, stdout+stderr).
-async fn run(
-    sandbox: &Sandbox,
-    policy: &SandboxPolicy,
-    dir: &Path,
-    script: &str,
-) -> (bool, String) {
-    let mut command = sandbox.command(script, policy).unwrap();
-    command.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let group = spawn_group(&mut command).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), async move {
-        let mut group = group;
-        let child = group.child_mut();
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        use tokio::io::AsyncReadExt;
-        let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-        a.unwrap();
-        b.unwrap();
-        let status = group.wait().await.unwrap();
-        out.extend(err);
-        (status.success(), String::from_utf8_lossy(&out).into_owned())
-    })
-    .await
-    .expect("the sandboxed command finishes")
-}
+use support::{backends, run, run_in_workspace, scratch};
 
 fn policy(workspace: &Path, network: bool) -> SandboxPolicy {
     SandboxPolicy::workspace_write(workspace, network)
@@ -117,8 +76,7 @@ async fn standard_devices_and_descriptors_stay_usable() {
         let name = sandbox.describe();
         let workspace = scratch();
         let script = "echo a > /dev/null && echo b > /dev/stdout && echo c >&2 && head -c 4 /dev/zero | wc -c";
-        let (ok, output) =
-            run(&sandbox, &policy(workspace.path(), false), workspace.path(), script).await;
+        let (ok, output) = run_in_workspace(&sandbox, workspace.path(), script).await;
         assert!(ok, "{name}: {output}");
         assert!(
             output.contains('b') && output.contains('c') && output.contains('4'),

@@ -10,64 +10,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // (The helper role prints its findings for the test that started it.)
 
-use kestrel_platform::{MetadataWatch, Sandbox, SandboxPolicy, shell_command, spawn_group};
+mod support;
+
+use kestrel_platform::{MetadataWatch, Sandbox, SandboxPolicy, shell_command};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
-use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
-use tokio::process::Command;
+use support::{backends, output_of, run, run_in_workspace, scratch};
 
 /// Set for a run of this binary as a helper; the value is the role.
 const HELPER: &str = "KESTREL_SANDBOX_TEST_HELPER";
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn backends() -> Vec<Sandbox> {
-    vec![
-        Sandbox::landlock().expect("Landlock works on the test machine"),
-        Sandbox::bubblewrap().expect("bubblewrap is installed on the test machine (.ci/run)"),
-    ]
-}
 
 /// `this test binary --exact zz_helper` as shell words, for a sandboxed script.
 fn helper_command_line() -> String {
     let exe = std::env::current_exe().unwrap();
     format!("'{}' --exact zz_helper --nocapture --test-threads=1", exe.display())
-}
-
-/// Spawns `command` in its group, returns (success, stdout+stderr) within a minute.
-async fn output_of(mut command: Command) -> (bool, String) {
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let group = spawn_group(&mut command).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), async move {
-        let mut group = group;
-        let child = group.child_mut();
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        use tokio::io::AsyncReadExt;
-        let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-        a.unwrap();
-        b.unwrap();
-        let status = group.wait().await.unwrap();
-        out.extend(err);
-        (status.success(), String::from_utf8_lossy(&out).into_owned())
-    })
-    .await
-    .expect("the command finishes")
-}
-
-async fn run(
-    sandbox: &Sandbox,
-    policy: &SandboxPolicy,
-    dir: &Path,
-    script: &str,
-) -> (bool, String) {
-    let mut command = sandbox.command(script, policy).unwrap();
-    command.current_dir(dir);
-    output_of(command).await
 }
 
 /// The helper roles. `connect`: tries the unix sockets named in the environment and
@@ -188,13 +144,7 @@ async fn a_sandboxed_command_cannot_write_through_proc_root_of_or_signal_another
              kill -0 {parent} && echo SIGNALLED; echo PIDS $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' ')",
             outside.path().display()
         );
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
-            workspace.path(),
-            &script,
-        )
-        .await;
+        let (_, output) = run_in_workspace(&sandbox, workspace.path(), &script).await;
         assert!(!output.contains("WROTE"), "{name}: {output}");
         // Nor can it signal a process outside (Landlock scope; bwrap: not even visible).
         assert!(!output.contains("SIGNALLED"), "{name}: {output}");
@@ -282,13 +232,7 @@ async fn a_sandboxed_command_has_no_capabilities() {
         std::fs::write(workspace.path().join("mine.txt"), "x").unwrap();
         let script = "grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status; \
                       chown 12345:12345 mine.txt && echo CHOWNED";
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
-            workspace.path(),
-            script,
-        )
-        .await;
+        let (_, output) = run_in_workspace(&sandbox, workspace.path(), script).await;
         for set in ["CapEff", "CapPrm", "CapAmb"] {
             assert!(output.contains(&format!("{set}:\t0000000000000000")), "{name}: {output}");
         }
@@ -311,13 +255,7 @@ async fn mode_and_times_outside_the_writable_roots_cannot_change() {
              chmod 600 mine.txt 2>/dev/null; touch mine.txt && chmod 600 mine.txt && echo INSIDE-OK",
             file.display()
         );
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
-            workspace.path(),
-            &script,
-        )
-        .await;
+        let (_, output) = run_in_workspace(&sandbox, workspace.path(), &script).await;
         assert!(!output.contains("CHMODDED") && !output.contains("TOUCHED"), "{name}: {output}");
         assert!(output.contains("INSIDE-OK"), "{name}: {output}");
         let after = std::fs::metadata(&file).unwrap();
@@ -338,13 +276,7 @@ async fn a_nested_repository_two_and_three_levels_down_stays_read_only() {
         }
         let script = "for r in a/b a/b/c; do echo '[core] fsmonitor = touch PWNED' >> $r/.git/config \
                       && echo WROTE-$r; done; echo x > a/b/ok.txt && echo INSIDE-OK";
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
-            workspace.path(),
-            script,
-        )
-        .await;
+        let (_, output) = run_in_workspace(&sandbox, workspace.path(), script).await;
         assert!(!output.contains("WROTE"), "{name}: {output}");
         assert!(output.contains("INSIDE-OK"), "{name}: {output}");
         for repo in ["a/b", "a/b/c"] {
@@ -366,13 +298,8 @@ async fn many_files_do_not_switch_off_nested_git_protection() {
     }
     for sandbox in backends() {
         let name = sandbox.describe();
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(root, false),
-            root,
-            "echo '[core] fsmonitor = touch PWNED' >> sub/.git/config && echo WROTE;              echo x > sub/ok.txt && echo INSIDE-OK",
-        )
-        .await;
+        let script = "echo '[core] fsmonitor = touch PWNED' >> sub/.git/config && echo WROTE;              echo x > sub/ok.txt && echo INSIDE-OK";
+        let (_, output) = run_in_workspace(&sandbox, root, script).await;
         assert!(!output.contains("WROTE"), "{name}: {output}");
         assert!(output.contains("INSIDE-OK"), "{name}: {output}");
         assert_eq!(std::fs::read_to_string(root.join("sub/.git/config")).unwrap(), "", "{name}");
@@ -394,9 +321,8 @@ async fn the_git_directory_a_dot_git_file_names_inside_the_workspace_stays_read_
         std::fs::write(root.join("gd2/config"), "").unwrap();
         let gd2 = root.join("gd2");
         std::fs::write(root.join("abs/.git"), format!("gitdir: {}\n", gd2.display())).unwrap();
-        let (_, output) = run(
+        let (_, output) = run_in_workspace(
             &sandbox,
-            &SandboxPolicy::workspace_write(root, false),
             root,
             "echo '[core] fsmonitor = touch PWNED' >> gd/config && echo WROTE-1; \
              touch gd/hooks/post-index-change && echo WROTE-2; \
@@ -417,21 +343,14 @@ async fn git_and_kestrel_metadata_a_command_creates_are_reported_by_the_watch() 
         std::fs::create_dir_all(workspace.path().join("x/y")).unwrap();
         let watch = MetadataWatch::start(workspace.path());
         let script = "mkdir -p .git .kestrel x/y/.git && echo MADE";
-        let (_, output) = run(
-            &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
-            workspace.path(),
-            script,
-        )
-        .await;
+        let (_, output) = run_in_workspace(&sandbox, workspace.path(), script).await;
         assert!(output.contains("MADE"), "{name}: {output}");
         let expected: Vec<_> =
             [".git", ".kestrel", "x/y/.git"].iter().map(|p| workspace.path().join(p)).collect();
         assert_eq!(watch.created(), expected, "{name}");
         // Once there, the next command's policy keeps them read-only.
-        let (_, output) = run(
+        let (_, output) = run_in_workspace(
             &sandbox,
-            &SandboxPolicy::workspace_write(workspace.path(), false),
             workspace.path(),
             "touch .git/config && echo WROTE; touch x/y/.git/config && echo WROTE",
         )
