@@ -3,6 +3,9 @@
 //! tool's workspace confinement.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
+
+use common::context;
 use kestrel_protocol::Mode;
 use kestrel_tools::apply_patch::{
     ApplyPatchTool, ChangeKind, HunkFailure, PatchError, PatchPlan, apply_patch, apply_patch_with,
@@ -12,7 +15,6 @@ use kestrel_tools::{Tool, ToolContext, ToolOutput};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 fn patch(body: &str) -> String {
     format!("*** Begin Patch\n{body}*** End Patch\n")
@@ -252,16 +254,6 @@ fn no_temporary_files_are_left_behind() {
     .unwrap();
     let names: Vec<String> = snapshot(dir.path()).into_iter().map(|(name, _)| name).collect();
     assert_eq!(names, ["a.txt", "c/", "c/d.txt"]);
-}
-
-fn context(root: &Path, mode: Mode) -> ToolContext {
-    ToolContext {
-        cwd: root.to_path_buf(),
-        workspace: root.to_path_buf(),
-        mode,
-        network: false,
-        cancel: CancellationToken::new(),
-    }
 }
 
 async fn call(context: &ToolContext, arguments: serde_json::Value) -> ToolOutput {

@@ -6,6 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{err, ok};
 use kestrel_protocol::Mode;
 use kestrel_store::{McpServerSettings, McpTransport};
 use kestrel_tools::mcp::{McpServerState, McpServers};
@@ -15,7 +18,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Every wait of these tests is bounded by this.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -50,13 +52,7 @@ fn script(text: &str) -> McpServerSettings {
 }
 
 fn context(root: &Path) -> ToolContext {
-    ToolContext {
-        cwd: root.to_path_buf(),
-        workspace: root.to_path_buf(),
-        mode: Mode::Auto,
-        network: false,
-        cancel: CancellationToken::new(),
-    }
+    common::context(root, Mode::Auto)
 }
 
 struct Session {
@@ -110,16 +106,6 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-fn ok(output: &ToolOutput) -> &str {
-    assert!(!output.is_error, "expected success, got: {}", output.content);
-    &output.content
-}
-
-fn error(output: &ToolOutput) -> &str {
-    assert!(output.is_error, "expected an error, got: {}", output.content);
-    &output.content
 }
 
 fn pid_alive(pid: i32) -> bool {
@@ -182,7 +168,7 @@ async fn everything_server_tools_are_listed_and_called_with_faithful_results() {
 
     // Invalid arguments come back from the server as an error result.
     let bad = session.call("mcp__everything__get-sum", json!({"a": "two"})).await;
-    assert!(!error(&bad).is_empty());
+    assert!(!err(&bad).is_empty());
     assert!(session.registry.take_reports().is_empty(), "nothing to report");
 }
 
@@ -209,7 +195,7 @@ async fn filesystem_server_reads_and_writes_in_the_workspace() {
 
     let outside = session.call("mcp__fs__read_text_file", json!({"path": "/etc/hostname"})).await;
     assert!(
-        error(&outside).contains("denied") || outside.content.contains("outside"),
+        err(&outside).contains("denied") || outside.content.contains("outside"),
         "{}",
         outside.content
     );
@@ -239,9 +225,9 @@ async fn a_server_that_cannot_start_is_reported_once_and_its_calls_fail() {
 
     assert!(!session.tool_names().iter().any(|name| name.starts_with("mcp__")));
     let call = session.call("mcp__missing__anything", json!({})).await;
-    assert!(error(&call).contains("failed to start"), "{}", call.content);
+    assert!(err(&call).contains("failed to start"), "{}", call.content);
     let unknown = session.call("mcp__nobody__tool", json!({})).await;
-    assert!(error(&unknown).contains("unknown tool"), "{}", unknown.content);
+    assert!(err(&unknown).contains("unknown tool"), "{}", unknown.content);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,11 +262,11 @@ async fn a_server_that_dies_mid_session_is_reported_and_its_tools_vanish() {
     assert!(!session.tool_names().iter().any(|name| name.starts_with("mcp__")));
 
     let after = session.call("mcp__everything__echo", json!({"message": "dead?"})).await;
-    assert!(error(&after).contains("not running"), "{}", after.content);
+    assert!(err(&after).contains("not running"), "{}", after.content);
     let context = context(session.dir.path());
     let stale_call =
         tokio::time::timeout(LIMIT, stale.run(json!({"message": "x"}), &context)).await.unwrap();
-    assert!(error(&stale_call).contains("not running"), "{}", stale_call.content);
+    assert!(err(&stale_call).contains("not running"), "{}", stale_call.content);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,7 +278,7 @@ async fn a_slow_tool_times_out_with_the_servers_limit_and_a_cancelled_call_ends(
     let slow = json!({"duration": 30, "steps": 30});
     let output =
         session.call("mcp__everything__trigger-long-running-operation", slow.clone()).await;
-    assert!(error(&output).contains("did not answer within 1 s"), "{}", output.content);
+    assert!(err(&output).contains("did not answer within 1 s"), "{}", output.content);
     assert!(output.content.contains("tool_timeout_sec"), "{}", output.content);
     // The server is still fine afterwards.
     let echo = session.call("mcp__everything__echo", json!({"message": "still here"})).await;
@@ -307,7 +293,7 @@ async fn a_slow_tool_times_out_with_the_servers_limit_and_a_cancelled_call_ends(
     let output = session
         .call_with("mcp__everything__trigger-long-running-operation", slow, &cancelled)
         .await;
-    assert!(error(&output).contains("cancelled"), "{}", output.content);
+    assert!(err(&output).contains("cancelled"), "{}", output.content);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
