@@ -4,9 +4,10 @@
 //! they have the shapes the schema says; tests also check them against its JSON schema.
 
 use kestrel_protocol::acp;
-use kestrel_store::SessionSummary;
+use kestrel_store::{SessionSummary, list_sessions_response};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::path::Path;
 
 /// `_kestrel/worker/restarted` (daemon → clients).
 pub const WORKER_RESTARTED: &str = acp::kestrel::WORKER_RESTARTED;
@@ -29,20 +30,7 @@ fn to_value(message: impl Serialize) -> Value {
 /// The daemon's answer to `initialize`: the capabilities every worker advertises
 /// (docs/protocol.md), so clients need not wait for a worker to learn them.
 pub(crate) fn initialize_response() -> Value {
-    let capabilities = acp::AgentCapabilities::new()
-        .load_session(true)
-        .prompt_capabilities(acp::PromptCapabilities::new().image(true).embedded_context(true))
-        .mcp_capabilities(acp::McpCapabilities::new().http(true))
-        .session_capabilities(
-            acp::SessionCapabilities::new().list(acp::SessionListCapabilities::new()),
-        );
-    let info =
-        acp::Implementation::new("kestrel", env!("CARGO_PKG_VERSION")).title("Kestrel".to_owned());
-    to_value(
-        acp::InitializeResponse::new(acp::ProtocolVersion::V1)
-            .agent_capabilities(capabilities)
-            .agent_info(info),
-    )
+    to_value(acp::kestrel::initialize_response())
 }
 
 /// Whether a client's `initialize` advertised `session.notices`. Fails when the params
@@ -69,32 +57,13 @@ pub(crate) fn initialize_worker_request() -> Value {
 }
 
 /// `session/list`'s answer: every session of the store (filtered by `cwd` when the
-/// client gave one), with Kestrel's extras under `_meta.kestrel`.
+/// client gave one), most recently active first, with whether each is `live` here.
 pub(crate) fn list_response(
     sessions: &[SessionSummary],
     cwd: Option<&str>,
     live: &dyn Fn(&str) -> bool,
 ) -> Value {
-    let sessions: Vec<acp::SessionInfo> = sessions
-        .iter()
-        .filter(|summary| cwd.is_none_or(|cwd| summary.cwd == cwd))
-        .map(|summary| {
-            let mut meta = acp::Meta::new();
-            meta.insert(
-                "kestrel".into(),
-                json!({
-                    "live": live(summary.id.as_str()),
-                    "model": format!("{}/{}", summary.provider, summary.model),
-                    "parentSessionId": summary.parent_id.as_ref().map(|id| id.as_str()),
-                }),
-            );
-            acp::SessionInfo::new(summary.id.as_str().to_owned(), summary.cwd.clone())
-                .title(summary.first_prompt.clone())
-                .updated_at(summary.created_at.to_string())
-                .meta(meta)
-        })
-        .collect();
-    to_value(acp::ListSessionsResponse::new(sessions))
+    to_value(list_sessions_response(sessions, cwd.map(Path::new), Some(live)))
 }
 
 /// A `session/update` telling people what happened to the worker: an ACP `notice` for

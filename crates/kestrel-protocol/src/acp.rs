@@ -25,7 +25,11 @@ impl From<&crate::SessionId> for SessionId {
 /// Kestrel-only methods (a leading underscore, as ACP extensions must have) and their
 /// params and results. Field names are camelCase on the wire, like ACP's own.
 pub mod kestrel {
-    use super::{McpServer, SessionId, SessionUpdate};
+    use super::{
+        AgentCapabilities, Implementation, InitializeResponse, McpCapabilities, McpServer,
+        PromptCapabilities, ProtocolVersion, SessionCapabilities, SessionId,
+        SessionListCapabilities, SessionUpdate, StopReason,
+    };
     use crate::Mode;
     use serde::{Deserialize, Serialize};
     use std::path::PathBuf;
@@ -50,6 +54,28 @@ pub mod kestrel {
     /// The key under `_meta.kestrel` of a `task` tool call's updates that names the
     /// child session running it.
     pub const CHILD_SESSION_META: &str = "childSessionId";
+    /// Daemon → clients (notification): a turn of an attached session started or ended
+    /// (whoever prompted it); params are a [`SessionTurnNotification`].
+    pub const SESSION_TURN: &str = "_kestrel/session/turn";
+    /// The key under `_meta.kestrel` of the daemon's attach answer (`session/load` of a
+    /// live session) that says whether a turn of the session is running.
+    pub const TURN_RUNNING_META: &str = "turnRunning";
+
+    /// Kestrel's answer to `initialize`, the same from a worker and from the daemon:
+    /// sessions can be loaded and listed, prompts may carry images and embedded
+    /// context, MCP servers may be HTTP.
+    pub fn initialize_response() -> InitializeResponse {
+        let capabilities = AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
+            .mcp_capabilities(McpCapabilities::new().http(true))
+            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+        let info =
+            Implementation::new("kestrel", env!("CARGO_PKG_VERSION")).title("Kestrel".to_owned());
+        InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(info)
+    }
 
     /// Params of [`SESSION_DETACH`].
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,6 +222,18 @@ pub mod kestrel {
         pub reason: String,
         /// Restarts of this session so far.
         pub restarts: u32,
+    }
+
+    /// Params of the [`SESSION_TURN`] notification.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SessionTurnNotification {
+        pub session_id: SessionId,
+        /// True when a turn started, false when the session's turn is over.
+        pub running: bool,
+        /// How the turn ended; absent when it started, or when it failed with an error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub stop_reason: Option<StopReason>,
     }
 }
 

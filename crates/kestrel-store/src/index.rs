@@ -4,6 +4,12 @@
 //! never opens a record; the index is a cache of the records and can always be rebuilt
 //! from them.
 //!
+//! A session's `updated_at` is the time of its last activity: the `ts` of the record
+//! item behind the latest line that carries one. Prompts, model requests (usage),
+//! finished turns, notices and compactions always write such a line; other items only
+//! when the last one is older than [`ACTIVITY_STEP_MILLIS`], so a long turn moves its
+//! session up the list without a line per item, and a finished turn is exact.
+//!
 //! A session's `usage` is what it spent itself: the sum of its record's `usage` items,
 //! leaving out those a fork copied from its source. Each usage line carries that running
 //! total (the latest line wins, so a lost line is repaired by the next). A listing adds
@@ -24,6 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// First prompts are cut to this many characters in the index: it is a label.
 const FIRST_PROMPT_CHARS: usize = 200;
 
+/// Items that are not turn boundaries note activity at most this often (milliseconds).
+pub(crate) const ACTIVITY_STEP_MILLIS: i64 = 60_000;
+
 /// At most this many candidates are named in an ambiguous-prefix error.
 const MAX_CANDIDATES: usize = 10;
 
@@ -32,6 +41,9 @@ const MAX_CANDIDATES: usize = 10;
 pub struct SessionSummary {
     pub id: SessionId,
     pub created_at: Timestamp,
+    /// The session's last activity (its last prompt, model request, finished turn...);
+    /// its creation time until then. Listings are sorted by it, most recent first.
+    pub updated_at: Timestamp,
     pub cwd: String,
     pub model: String,
     pub provider: String,
@@ -54,7 +66,7 @@ pub struct SessionSummary {
 pub struct SessionIndex;
 
 impl SessionIndex {
-    /// All sessions, newest first, from the index alone (records are not opened, so a
+    /// All sessions, most recently active first, from the index alone (records are not opened, so a
     /// listed record may since have been deleted). A missing or unreadable index is
     /// rebuilt from the records; if the rebuilt index cannot be written, the listing is
     /// still returned.
@@ -74,8 +86,8 @@ impl SessionIndex {
     }
 
     /// Rewrites the index from the records' headers and first user messages (replacing
-    /// it atomically) and returns the sessions, newest first. Unreadable records are
-    /// left out.
+    /// it atomically) and returns the sessions, most recently active first. Unreadable
+    /// records are left out.
     ///
     /// Fails when the sessions directory cannot be scanned or the index written.
     pub fn rebuild(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
@@ -100,8 +112,8 @@ impl SessionIndex {
         }
     }
 
-    /// The newest top-level session (subagent sessions are left out), in `cwd` when
-    /// given: what `--last` resumes.
+    /// The most recently active top-level session (subagent sessions are left out), in
+    /// `cwd` when given: what `--last` resumes.
     ///
     /// Fails with [`StoreError::NoSessions`] when there is none, or as
     /// [`SessionIndex::list`] does.
@@ -182,29 +194,32 @@ pub(crate) fn record_created(
             path: Some(home.relative(path).to_string_lossy().into_owned()),
             first_prompt: None,
             usage: None,
+            updated_at: None,
         },
     )
 }
 
-/// Notes a session's first prompt (its label) in the index.
-pub(crate) fn record_first_prompt(
-    home: &KestrelHome,
-    id: &SessionId,
-    text: &str,
-) -> Result<(), StoreError> {
-    let mut line = IndexLine::bare(id.clone());
-    line.first_prompt = Some(label(text));
-    append_line(home, &line)
+/// What one index line says about a session besides its id: each part is optional.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IndexUpdate {
+    /// The session's first prompt (its label).
+    pub(crate) first_prompt: Option<String>,
+    /// Its own usage so far (all turns).
+    pub(crate) usage: Option<Usage>,
+    /// The time of its latest activity.
+    pub(crate) updated_at: Option<Timestamp>,
 }
 
-/// Notes a session's usage so far (its own, all turns) in the index.
-pub(crate) fn record_usage(
+/// Notes what `update` says of session `id` in the index, in one line.
+pub(crate) fn record_update(
     home: &KestrelHome,
     id: &SessionId,
-    usage: Usage,
+    update: IndexUpdate,
 ) -> Result<(), StoreError> {
     let mut line = IndexLine::bare(id.clone());
-    line.usage = Some(usage);
+    line.first_prompt = update.first_prompt.as_deref().map(label);
+    line.usage = update.usage;
+    line.updated_at = update.updated_at;
     append_line(home, &line)
 }
 
@@ -237,6 +252,9 @@ struct IndexLine {
     /// The session's own usage so far: the latest line replaces earlier ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     usage: Option<Usage>,
+    /// The session's latest activity: the latest time wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    updated_at: Option<Timestamp>,
 }
 
 impl IndexLine {
@@ -251,6 +269,7 @@ impl IndexLine {
             path: None,
             first_prompt: None,
             usage: None,
+            updated_at: None,
         }
     }
 
@@ -265,6 +284,7 @@ impl IndexLine {
             path: Some(home.relative(&summary.path).to_string_lossy().into_owned()),
             first_prompt: summary.first_prompt.clone(),
             usage: (summary.usage != Usage::default()).then_some(summary.usage),
+            updated_at: (summary.updated_at != summary.created_at).then_some(summary.updated_at),
         }
     }
 
@@ -280,6 +300,7 @@ impl IndexLine {
             path,
             first_prompt,
             usage,
+            updated_at,
         } = later;
         self.created_at = created_at.or(self.created_at);
         self.cwd = cwd.or(self.cwd.take());
@@ -289,13 +310,16 @@ impl IndexLine {
         self.path = path.or(self.path.take());
         self.first_prompt = first_prompt.or(self.first_prompt.take());
         self.usage = usage.or(self.usage);
+        self.updated_at = self.updated_at.max(updated_at);
     }
 
     /// A summary once the creation line has been seen; `None` for orphaned events.
     fn into_summary(self, home: &KestrelHome) -> Option<SessionSummary> {
+        let created_at = self.created_at?;
         Some(SessionSummary {
             id: self.id,
-            created_at: self.created_at?,
+            created_at,
+            updated_at: self.updated_at.map_or(created_at, |updated| updated.max(created_at)),
             cwd: self.cwd?,
             model: self.model?,
             provider: self.provider?,
@@ -350,7 +374,7 @@ fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
     }
     let mut summaries: Vec<_> =
         merged.into_values().filter_map(|line| line.into_summary(home)).collect();
-    sort_newest_first(&mut summaries);
+    sort_most_recent_first(&mut summaries);
     add_descendant_usage(&mut summaries);
     Ok(summaries)
 }
@@ -359,7 +383,7 @@ fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
 fn scan_records(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
     let mut summaries: Vec<_> =
         record_files(home)?.iter().filter_map(|path| summarize_record(path).ok()).collect();
-    sort_newest_first(&mut summaries);
+    sort_most_recent_first(&mut summaries);
     add_descendant_usage(&mut summaries);
     Ok(summaries)
 }
@@ -373,8 +397,12 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
     let mut first_prompt = None;
     let mut usage = Usage::default();
     let mut index: u64 = 0;
+    // Only the last item's time matters: its line is kept and parsed once at the end.
+    let mut last_item = Vec::new();
     while let Some(RawLine::Item(bytes)) = lines.next_line()? {
         index += 1;
+        last_item.clear();
+        last_item.extend_from_slice(bytes);
         // Only the lines that can matter are parsed: a long record is mostly other items.
         let wanted = first_prompt.is_none() || (index > copied && mentions_usage(bytes));
         if !wanted {
@@ -391,9 +419,11 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
             first_prompt = Some(label(text));
         }
     }
+    let last_ts = serde_json::from_slice::<ItemTime>(&last_item).ok().map(|item| item.ts);
     Ok(SessionSummary {
         id: header.id,
         created_at: header.created_at,
+        updated_at: last_ts.map_or(header.created_at, |ts| ts.max(header.created_at)),
         cwd: header.cwd,
         model: header.model,
         provider: header.provider,
@@ -403,6 +433,12 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
         usage,
         total_usage: Usage::default(),
     })
+}
+
+/// The time of a record item, without the rest of it.
+#[derive(Deserialize)]
+struct ItemTime {
+    ts: Timestamp,
 }
 
 /// Whether a record line may be a `usage` item (a cheap test before parsing it).
@@ -448,10 +484,12 @@ fn pick(summaries: Vec<SessionSummary>, query: &str) -> Result<Option<SessionSum
     Ok(matching.pop())
 }
 
-fn sort_newest_first(summaries: &mut [SessionSummary]) {
+/// Most recently active first (what a session picker shows on top); ties by creation.
+fn sort_most_recent_first(summaries: &mut [SessionSummary]) {
     // Ids are unique, so an unstable sort gives the same order without a scratch copy.
-    summaries
-        .sort_unstable_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+    summaries.sort_unstable_by(|a, b| {
+        (b.updated_at, b.created_at, &b.id).cmp(&(a.updated_at, a.created_at, &a.id))
+    });
 }
 
 /// Sets every `total_usage` to the session's own usage plus its descendants'. A cycle of

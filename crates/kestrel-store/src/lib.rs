@@ -1,6 +1,6 @@
 //! Everything under `$KESTREL_HOME`: paths, config loading, session records
-//! (locked append, streaming replay, fork), the session index and the model catalog's
-//! cache.
+//! (locked append, streaming replay, fork), the session index (and the ACP
+//! `session/list` answer built from it) and the model catalog's cache.
 
 mod catalog_cache;
 mod config;
@@ -9,6 +9,7 @@ mod index;
 mod paths;
 mod record;
 mod replay;
+mod session_list;
 
 pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
 pub use config::{
@@ -22,3 +23,4 @@ pub use index::{SessionIndex, SessionSummary};
 pub use paths::{KestrelHome, ensure_dir};
 pub use record::{SessionRecord, fork};
 pub use replay::{Replay, read_record};
+pub use session_list::list_sessions_response;

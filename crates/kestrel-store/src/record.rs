@@ -5,7 +5,7 @@
 //! and the next writer truncates away.
 
 use crate::StoreError;
-use crate::index::{self, SessionIndex};
+use crate::index::{self, ACTIVITY_STEP_MILLIS, IndexUpdate, SessionIndex};
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines, Replay};
 use kestrel_protocol::{
@@ -29,6 +29,8 @@ pub struct SessionRecord {
     usage: Usage,
     /// The usage the index last heard of.
     usage_indexed: Usage,
+    /// The latest activity the index heard of (as far as this writer knows).
+    activity_indexed: Timestamp,
 }
 
 impl SessionRecord {
@@ -53,6 +55,7 @@ impl SessionRecord {
             Err(source) => return Err(StoreError::io("create the record", path, source)),
         };
         lock(&file, &header.id, &path)?;
+        let created_at = header.created_at;
         let mut record = Self {
             file,
             path,
@@ -62,6 +65,8 @@ impl SessionRecord {
             first_prompt_indexed: false,
             usage: Usage::default(),
             usage_indexed: Usage::default(),
+            // The creation line stands for activity at creation.
+            activity_indexed: created_at,
         };
         let header_line = RecordHeaderLine { header: record.header.clone() };
         let written = record.encode(&header_line).and_then(|line| record.write_line(&line));
@@ -115,13 +120,20 @@ impl SessionRecord {
             usage,
             // What the index says is not known here; the next turn's line settles it.
             usage_indexed: Usage::default(),
+            // What an earlier writer last noted, as far as the record tells.
+            activity_indexed: replay
+                .entries
+                .last()
+                .map_or(replay.header.created_at, |entry| entry.ts),
         };
         Ok((record, replay))
     }
 
-    /// Appends one item as a single write of a whole line, then flushes. The first user
-    /// message of a session is also noted in the index as its label, and with each
-    /// `usage` item the session's usage so far; those updates are best
+    /// Appends one item as a single write of a whole line, then flushes. The index
+    /// hears of it too, in at most one line: the first user message as the session's
+    /// label, each `usage` item's total so far, and the item's time as the session's
+    /// last activity (always for prompts, model requests, finished turns, notices and
+    /// compactions; for other items once a minute at most). Index updates are best
     /// effort (the item itself is already recorded, and the index is rebuildable).
     ///
     /// Fails when the line cannot be written.
@@ -129,40 +141,45 @@ impl SessionRecord {
         let line = self.encode(entry)?;
         self.write_line(&line)?;
         self.items_written += 1;
-        match &entry.item {
+        let mut update = IndexUpdate::default();
+        let boundary = match &entry.item {
             RecordItem::Usage { usage } => {
                 self.usage.add(usage);
                 // Also now, not only at the turn's end: a session killed mid-turn has
                 // spent it all the same (one index line per model request).
-                self.index_usage();
+                true
             }
-            RecordItem::TurnCompleted { .. } => self.index_usage(),
-            RecordItem::UserMessage { text } => self.index_first_prompt(text),
+            RecordItem::UserMessage { text } => {
+                if !self.first_prompt_indexed {
+                    self.first_prompt_indexed = true;
+                    update.first_prompt = Some(text.clone());
+                }
+                true
+            }
+            RecordItem::TurnCompleted { .. }
+            | RecordItem::Compaction { .. }
+            | RecordItem::Notice { .. } => true,
             RecordItem::AssistantMessage { .. }
             | RecordItem::ToolCall { .. }
             | RecordItem::ToolResult { .. }
             | RecordItem::TurnStarted {}
-            | RecordItem::Compaction { .. }
-            | RecordItem::Notice { .. }
-            | RecordItem::Checkpoint { .. } => {}
+            | RecordItem::Checkpoint { .. } => false,
+        };
+        if self.usage != self.usage_indexed {
+            update.usage = Some(self.usage);
+        }
+        let stale = entry.ts.millis - self.activity_indexed.millis >= ACTIVITY_STEP_MILLIS;
+        if boundary || stale || update.first_prompt.is_some() || update.usage.is_some() {
+            update.updated_at = Some(entry.ts);
+            let usage = update.usage;
+            if index::record_update(&self.home, &self.header.id, update).is_ok() {
+                self.activity_indexed = entry.ts;
+                if let Some(usage) = usage {
+                    self.usage_indexed = usage;
+                }
+            }
         }
         Ok(())
-    }
-
-    fn index_first_prompt(&mut self, text: &str) {
-        if !self.first_prompt_indexed {
-            self.first_prompt_indexed = true;
-            let _ = index::record_first_prompt(&self.home, &self.header.id, text);
-        }
-    }
-
-    /// A line only when something was spent since the last one.
-    fn index_usage(&mut self) {
-        if self.usage != self.usage_indexed
-            && index::record_usage(&self.home, &self.header.id, self.usage).is_ok()
-        {
-            self.usage_indexed = self.usage;
-        }
     }
 
     /// Tokens and cost of this session's own model requests so far (previous processes
@@ -267,7 +284,8 @@ pub fn fork(
     record.items_written = count;
     if let Some(text) = first_prompt {
         record.first_prompt_indexed = true;
-        let _ = index::record_first_prompt(home, &header.id, &text);
+        let update = IndexUpdate { first_prompt: Some(text), ..IndexUpdate::default() };
+        let _ = index::record_update(home, &header.id, update);
     }
     Ok(header)
 }

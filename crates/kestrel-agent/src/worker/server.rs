@@ -19,7 +19,7 @@ use futures_util::future::BoxFuture;
 use kestrel_model::{ClientOptions, ReasoningEffort};
 use kestrel_protocol::jsonrpc::{Connection, Incoming, Notification, Request, RequestId, RpcError};
 use kestrel_protocol::{Mode, SessionId, StopReason, acp};
-use kestrel_store::{Config, SessionIndex, StoreError};
+use kestrel_store::{Config, SessionIndex, StoreError, list_sessions_response};
 use kestrel_tools::checkpoint::UndoError;
 use serde::Serialize;
 use serde_json::Value;
@@ -203,20 +203,7 @@ impl Server {
             .session
             .as_ref()
             .is_some_and(|session| session.notices.is_some());
-        let capabilities = acp::AgentCapabilities::new()
-            .load_session(true)
-            .prompt_capabilities(acp::PromptCapabilities::new().image(true).embedded_context(true))
-            .mcp_capabilities(acp::McpCapabilities::new().http(true))
-            .session_capabilities(
-                acp::SessionCapabilities::new().list(acp::SessionListCapabilities::new()),
-            );
-        let info = acp::Implementation::new("kestrel", env!("CARGO_PKG_VERSION"))
-            .title("Kestrel".to_string());
-        json(
-            acp::InitializeResponse::new(acp::ProtocolVersion::V1)
-                .agent_capabilities(capabilities)
-                .agent_info(info),
-        )
+        json(acp::kestrel::initialize_response())
     }
 
     async fn new_session(&mut self, request: acp::NewSessionRequest) -> Result<Value, RpcError> {
@@ -276,20 +263,8 @@ impl Server {
     fn list_sessions(&self, request: acp::ListSessionsRequest) -> Result<Value, RpcError> {
         let summaries = SessionIndex::list(&self.options.home)
             .map_err(|error| RpcError::internal(format!("cannot list sessions: {error}")))?;
-        let sessions = summaries
-            .into_iter()
-            .filter(|summary| request.cwd.as_ref().is_none_or(|cwd| Path::new(&summary.cwd) == cwd))
-            .map(|summary| {
-                let parent = summary.parent_id.as_ref().map(|id| id.to_string());
-                let mut meta = serde_json::Map::new();
-                meta.insert("kestrel".into(), serde_json::json!({"parentSessionId": parent}));
-                acp::SessionInfo::new(summary.id.to_string(), summary.cwd)
-                    .title(summary.first_prompt)
-                    .updated_at(summary.created_at.to_string())
-                    .meta(meta)
-            })
-            .collect();
-        json(acp::ListSessionsResponse::new(sessions))
+        // Which sessions have workers is the daemon's to say: `live` is left out here.
+        json(list_sessions_response(&summaries, request.cwd.as_deref(), None))
     }
 
     async fn prompt(&mut self, id: RequestId, request: acp::PromptRequest) -> Reply {
