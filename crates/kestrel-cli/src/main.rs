@@ -7,6 +7,8 @@ mod acp_command;
 mod apply_patch_command;
 mod daemon_command;
 mod exec_command;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod math;
 mod models_command;
 mod session_commands;
 mod tui_command;

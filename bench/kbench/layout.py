@@ -1,0 +1,257 @@
+"""Makes crates/kestrel-cli/hot-symbols.txt: the functions a session runs, in the order the
+linker should place them (crates/kestrel-cli/build.rs passes the file to LLD as
+`--symbol-ordering-file` in release builds).
+
+    python3 bench/kbench/layout.py [--keep DIR] [--dry-run]
+    python3 bench/kbench/layout.py --check MAP    # CI: is the list still this build's?
+
+Why: a process's resident code is every 4 KB page it ever touched, and the kernel maps
+64 KB around each fault. Start-up and an idle session run a few thousand functions spread
+over 10 MB of text, so the TUI, the daemon and the worker each held 4-6 MB of code. Placed
+together, they fit in a fraction of that (bench/RESULTS.md, 2026-11-30).
+
+How: a release build that also writes a link map (`KESTREL_LINK_MAP`), then a session run
+under `valgrind --tool=callgrind --trace-children=yes` against the scripted model: the
+daemon, a TUI session of a few turns with tool calls (so the worker's tool code is in),
+`kestrel exec` with tools, `kestrel sessions`. Every executed address is mapped to the
+function (input section) holding it. Functions are grouped by the set of processes that
+ran them and the groups laid out so that each process's functions are close to
+contiguous: TUI-only, TUI+worker, TUI+daemon, all three, daemon-only, daemon+worker,
+worker-only, then what only the short commands ran. Within a group, original address
+order (keeps each crate's code together).
+
+The list names symbols of one build. A symbol's hash comes from its crate's `-C metadata`,
+which cargo derives from the crate's version, dependencies, features, profile and RUSTFLAGS
+(not from its source): editing code keeps the names, but a dependency added to a crate
+renames the symbols of that crate and of every crate above it, and so do a version bump,
+a new toolchain or RUSTFLAGS. Names not found are skipped by the linker (only the layout
+suffers), so the list is made for, and checked against, the plain release build
+(`cargo build --release`, no RUSTFLAGS). `.ci/run` links with a map and runs `--check`:
+it fails when less than 90% of the listed functions are in the build. Then run this
+script (about 5 minutes: two release links and a minute under valgrind) and commit the
+file.
+"""
+
+import argparse
+import bisect
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kbench import tui  # noqa: E402
+from kbench.agents import Kestrel, clean_env  # noqa: E402
+from kbench.measure import ScriptedServer, step, tool_step  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+OUTPUT = REPO / "crates" / "kestrel-cli" / "hot-symbols.txt"
+ROLES = ("tui", "daemon", "worker", "command")
+# Groups by the roles that ran a function, in layout order (see the module docs).
+GROUP_ORDER = (
+    {"tui"}, {"tui", "worker"}, {"tui", "daemon"}, {"tui", "daemon", "worker"},
+    {"daemon"}, {"daemon", "worker"}, {"worker"},
+)
+TIMEOUT = 300.0
+# --check fails below this share of listed functions found in the build.
+CHECK_THRESHOLD = 0.90
+
+
+def build(work: Path) -> tuple:
+    """The release binary with its link map, and the scripted model server."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    link_map = work / "kestrel.map"
+    env = {key: value for key, value in os.environ.items() if key != "RUSTFLAGS"}
+    env["KESTREL_LINK_MAP"] = str(link_map)
+    for package, binary in (("kestrel-cli", "kestrel"), ("kestrel-testkit", "scripted-model")):
+        subprocess.run(["cargo", "build", "--release", "-p", package, "--bin", binary],
+                       cwd=REPO, env=env, check=True)
+    if not link_map.is_file():
+        raise SystemExit("the build wrote no link map: is the linker LLD (build.rs)?")
+    return target / "release" / "kestrel", target / "release" / "scripted-model", link_map
+
+
+def functions(link_map: Path) -> tuple:
+    """Start addresses, ends and symbol names of the functions in `.text`: the input
+    sections `.text.<symbol>` (Rust and C code are built with one section per function;
+    LLVM names cold ones `.text.unlikely.<symbol>`). The map's symbol column is demangled,
+    the ordering file needs the mangled name, which the section name carries."""
+    section = re.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+\s+\S.*:\(\.text\.([^)]+)\)$")
+    rows = []
+    for line in link_map.read_text(errors="replace").splitlines():
+        found = section.match(line)
+        if found:
+            start, size = int(found.group(1), 16), int(found.group(2), 16)
+            name = re.sub(r"^(unlikely|hot|startup|exit|split)\.", "", found.group(3))
+            if size:
+                rows.append((start, start + size, name))
+    rows.sort()
+    return [row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows]
+
+
+def role_of(command: str) -> str:
+    words = command.split()[1:]
+    if words == ["daemon"]:  # started by `daemon start` or a client (kestrel-daemon client.rs)
+        return "daemon"
+    if words == ["worker"]:
+        return "worker"
+    if not words or words[0].startswith("-"):
+        return "tui"
+    return "command"
+
+
+def executed(out_dir: Path, binary: Path) -> dict:
+    """Role -> executed addresses in `binary`, from every callgrind file in `out_dir`."""
+    by_role = {role: set() for role in ROLES}
+    for path in out_dir.glob("cg.*"):
+        text = path.read_text(errors="replace")
+        command = re.search(r"^cmd:\s*(.*)$", text, re.M)
+        role = role_of(command.group(1)) if command else "command"
+        inside = False
+        for line in text.splitlines():
+            if line.startswith("ob="):
+                inside = line[3:].strip() == str(binary)
+            elif inside and line.startswith("0x"):
+                by_role[role].add(int(line.split(None, 1)[0], 16))
+    return by_role
+
+
+def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
+    """Daemon, TUI (three turns with tools), exec with tools and sessions, all under
+    callgrind; each process writes `out_dir/cg.<pid>`."""
+    valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--dump-instr=yes",
+                "--trace-children-skip=/usr/*,/bin/*,/sbin/*",
+                "--compress-pos=no", "--compress-strings=no",
+                f"--callgrind-out-file={out_dir}/cg.%p"]
+    home, cwd = work / "home", work / "project"
+    cwd.mkdir(parents=True, exist_ok=True)
+    (cwd / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+    patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n alpha\n-beta\n+BETA\n*** End Patch\n"
+    turns = [
+        [tool_step("shell", {"command": "echo hi"}), step("turn one done")],
+        [tool_step("read_file", {"path": "notes.txt"}), tool_step("grep", {"pattern": "gamma"}),
+         step("turn two done")],
+        [tool_step("apply_patch", {"input": patch}), step("turn three done")],
+    ]
+    steps = [item for turn in turns for item in turn]
+    with ScriptedServer(scripted, steps, work) as server:
+        Kestrel.configure(home, server.base_url)
+        (home / "config.toml").write_text((home / "config.toml").read_text().replace(
+            'model = "scripted/test-model"\n', 'model = "scripted/test-model"\nmode = "yolo"\n'))
+        env = clean_env(KESTREL_HOME=home)
+        subprocess.run([*valgrind, str(kestrel), "daemon", "start"], env=env, cwd=cwd,
+                       check=True, capture_output=True, timeout=TIMEOUT)
+        session = tui.TuiSession([*valgrind, str(kestrel)], env, cwd)
+        try:
+            session.wait_for("daemon ready", timeout=TIMEOUT)
+            for number, prompt in enumerate(("one", "two", "three")):
+                session.type(f"turn {prompt}")
+                session.wait_for(f"› turn {prompt}", timeout=TIMEOUT)
+                session.type("\r")
+                session.wait_for(f"turn {prompt} done", timeout=TIMEOUT)
+                session.wait_for("● ready", timeout=TIMEOUT)
+                if number == 0:
+                    time.sleep(2.0)  # idle ticks (status line, timers) count too
+            session.type("\x03")
+            time.sleep(1.0)
+            session.type("\x03")
+            session.proc.wait(timeout=TIMEOUT)
+        finally:
+            if session.proc.poll() is None:
+                os.killpg(session.proc.pid, signal.SIGKILL)
+                session.proc.wait()
+            subprocess.run([*valgrind, str(kestrel), "daemon", "stop"], env=env, cwd=cwd,
+                           capture_output=True, timeout=TIMEOUT)
+    with ScriptedServer(scripted, [tool_step("shell", {"command": "echo hi"}),
+                                   tool_step("read_file", {"path": "notes.txt"}),
+                                   step("exec done")], work) as server:
+        Kestrel.configure(home, server.base_url)
+        for argv in (["exec", "say hi"], ["sessions"]):
+            subprocess.run([*valgrind, str(kestrel), *argv], env=env, cwd=cwd,
+                           capture_output=True, timeout=TIMEOUT)
+
+
+def order(starts, ends, names, by_role) -> list:
+    """Symbol names in layout order (see the module docs)."""
+    roles_of = {}
+    for role, addresses in by_role.items():
+        for address in addresses:
+            index = bisect.bisect_right(starts, address) - 1
+            if index >= 0 and address < ends[index]:
+                roles_of.setdefault(index, set()).add(role)
+    groups = [[] for _ in range(len(GROUP_ORDER) + 1)]
+    for index in sorted(roles_of):
+        session_roles = roles_of[index] - {"command"}
+        slot = GROUP_ORDER.index(session_roles) if session_roles else len(GROUP_ORDER)
+        groups[slot].append(names[index])
+    listed, seen = [], set()
+    for group in groups:
+        for name in group:
+            if name not in seen:
+                seen.add(name)
+                listed.append(name)
+    return listed, [len(group) for group in groups], roles_of
+
+
+def check(link_map: Path) -> int:
+    """0 when most of hot-symbols.txt names functions of the build that wrote `link_map`."""
+    _, _, names = functions(link_map)
+    present = set(names)
+    listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
+    found = sum(1 for name in listed if name in present)
+    share = found / len(listed) if listed else 0.0
+    print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(listed)} functions are in this build "
+          f"({share:.0%})")
+    if share >= CHECK_THRESHOLD:
+        return 0
+    print(f"Fewer than {CHECK_THRESHOLD:.0%}: the code layout no longer applies (a dependency, "
+          "version or toolchain change renamed the symbols), and each process of a session "
+          "holds megabytes more code (bench/RESULTS.md). Regenerate it from a clean checkout "
+          "with `python3 bench/kbench/layout.py` (plain release build, no RUSTFLAGS) and "
+          "commit crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
+    return 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep", help="keep the build's map and the callgrind files here")
+    parser.add_argument("--dry-run", action="store_true", help="print the summary only")
+    parser.add_argument("--check", metavar="MAP", help="only check the list against this link map")
+    arguments = parser.parse_args()
+    if arguments.check:
+        return check(Path(arguments.check))
+    work = Path(arguments.keep or tempfile.mkdtemp(prefix="kestrel-layout-"))
+    work.mkdir(parents=True, exist_ok=True)
+    out_dir = work / "callgrind"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir()
+    try:
+        kestrel, scripted, link_map = build(work)
+        starts, ends, names = functions(link_map)
+        run_session(kestrel, scripted, work, out_dir)
+        by_role = executed(out_dir, kestrel)
+        listed, sizes, roles_of = order(starts, ends, names, by_role)
+        for role in ROLES:
+            indices = [i for i, roles in roles_of.items() if role in roles]
+            size = sum(ends[i] - starts[i] for i in indices)
+            print(f"{role:8} {len(indices):6d} functions, {size / 1024:7.0f} KB of code")
+        labels = ["+".join(sorted(g)) for g in GROUP_ORDER] + ["commands only"]
+        print("groups:", ", ".join(f"{label} {size}" for label, size in zip(labels, sizes)))
+        if not arguments.dry_run:
+            OUTPUT.write_text("".join(f"{name}\n" for name in listed))
+            print(f"{len(listed)} symbols -> {OUTPUT.relative_to(REPO)}")
+    finally:
+        if not arguments.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
