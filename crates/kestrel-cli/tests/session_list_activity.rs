@@ -1,17 +1,20 @@
 //! `session/list` through the daemon (`kestrel acp`) and a worker: `updatedAt` is the
 //! session's last activity (the time of its record's last item once a turn is over),
 //! sessions come most recently active first, and the daemon and a worker give the same
-//! answer (only the daemon says which sessions are `live`).
+//! answer (only the daemon says which sessions are `live`). The TUI's `/resume` picker
+//! shows them in that order.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 mod daemon_support;
+mod tui_support;
 mod worker_support;
 
 use daemon_support::DaemonTest;
-use kestrel_testkit::{Script, Step};
+use kestrel_testkit::{Key, Script, Step};
 use serde_json::{Value, json};
+use tui_support::TuiTest;
 use worker_support::Worker;
 
 /// The record's header line and its last item, as JSON.
@@ -90,4 +93,30 @@ async fn session_list_puts_the_session_used_last_first_with_its_last_activity() 
     let daemon_init = client.initialize().await;
     let worker_init = worker.initialize().await;
     assert_eq!(daemon_init, worker_init);
+}
+
+#[test]
+fn the_resume_picker_puts_the_session_used_last_on_top() {
+    let script =
+        Script::new([Step::text("Old answer."), Step::text("New answer."), Step::text("Again.")]);
+    let mut test = TuiTest::new(script);
+    let run = |args: &[&str]| {
+        let output = test.command(args).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    run(&["exec", "the older task"]);
+    let older = test.env.records()[0].file_stem().unwrap().to_string_lossy().into_owned();
+    run(&["exec", "the newer task"]);
+    // The older session is continued: it was used last.
+    run(&["exec", "resume", &older, "once more"]);
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.type_text("/resume");
+    test.press(Key::Enter);
+    let screen = test.wait_until("both sessions in the picker", |screen| {
+        screen.contains("the older task") && screen.contains("the newer task")
+    });
+    let older_at = screen.find("the older task").unwrap();
+    let newer_at = screen.find("the newer task").unwrap();
+    assert!(older_at < newer_at, "the session used last comes first:\n{screen}");
 }
