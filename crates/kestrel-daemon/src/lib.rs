@@ -21,7 +21,8 @@ mod worker;
 pub use client_link::MAX_BACKLOG_BYTES;
 pub use error::DaemonError;
 pub use messages::{
-    DAEMON_STATUS, DAEMON_STOP, SESSION_DETACH, SESSION_HISTORY, SESSION_SPAWN, WORKER_RESTARTED,
+    DAEMON_STATUS, DAEMON_STOP, SESSION_DETACH, SESSION_HISTORY, SESSION_SPAWN, SESSION_TURN,
+    WORKER_RESTARTED,
 };
 pub use server::run;
 pub use settings::{

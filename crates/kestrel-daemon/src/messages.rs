@@ -9,6 +9,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
 
+/// `_kestrel/session/turn` (daemon → clients).
+pub const SESSION_TURN: &str = acp::kestrel::SESSION_TURN;
 /// `_kestrel/worker/restarted` (daemon → clients).
 pub const WORKER_RESTARTED: &str = acp::kestrel::WORKER_RESTARTED;
 /// `_kestrel/session/detach` (client → daemon).
@@ -86,6 +88,29 @@ pub(crate) fn restarted(session_id: &str, reason: &str, restarts: u32) -> Value 
         reason: reason.to_owned(),
         restarts,
     })
+}
+
+/// The `_kestrel/session/turn` params: a turn of `session_id` started (`running`) or
+/// ended, with its stop reason when the prompt's answer had one.
+pub(crate) fn session_turn(session_id: &str, running: bool, answer: Option<&Value>) -> Value {
+    let stop_reason = answer
+        .and_then(|answer| answer.get("stopReason"))
+        .and_then(|reason| serde_json::from_value::<acp::StopReason>(reason.clone()).ok());
+    to_value(acp::kestrel::SessionTurnNotification {
+        session_id: session_id.to_owned().into(),
+        running,
+        stop_reason,
+    })
+}
+
+/// The attach answer: the session's snapshot plus `_meta.kestrel.turnRunning`.
+pub(crate) fn attach_response(snapshot: &Value, turn_running: bool) -> Value {
+    let mut answer = snapshot.clone();
+    if let Value::Object(map) = &mut answer {
+        let meta = json!({"kestrel": {acp::kestrel::TURN_RUNNING_META: turn_running}});
+        map.insert("_meta".into(), meta);
+    }
+    answer
 }
 
 /// A session/update carrying one update of a history reply.

@@ -341,9 +341,15 @@ impl Router {
         };
         let kind = if method == "session/prompt" { Relayed::Prompt } else { Relayed::Other };
         session.state().idle_since = Instant::now();
+        // A second prompt while one runs is refused by the worker: no new turn.
+        let starts_turn = kind == Relayed::Prompt && !worker.turn_running();
         let pending = Pending::Client { client: client.clone(), id: id.clone(), kind };
-        if let Err(error) = worker.send_request(&method, params, pending).await {
-            client.respond(id, Err(error));
+        match worker.send_request(&method, params, pending).await {
+            Ok(()) if starts_turn => session.announce_turn(true, None),
+            Ok(()) => {}
+            Err(error) => {
+                client.respond(id, Err(error));
+            }
         }
     }
 
@@ -425,8 +431,9 @@ impl Router {
         let prompt = spawn.get("prompt").and_then(Value::as_str).unwrap_or_default();
         let params = json!({"sessionId": child_id, "prompt": [{"type": "text", "text": prompt}]});
         // The child's turn is answered to nobody: its result is in its record and updates.
-        let (turn_done, _) = oneshot::channel();
-        worker.send_request("session/prompt", params, Pending::Daemon(turn_done)).await
+        worker.send_request("session/prompt", params, Pending::ChildTurn).await?;
+        session.announce_turn(true, None);
+        Ok(())
     }
 
     /// Asks every worker to exit (stdin closed), kills what is left after the grace

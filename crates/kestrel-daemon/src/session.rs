@@ -3,8 +3,9 @@
 //! behind a std mutex that is never held across an `.await`.
 
 use crate::client_link::{ClientId, ClientLink};
+use crate::messages;
 use crate::worker::WorkerLink;
-use kestrel_protocol::jsonrpc::{RequestId, RpcError};
+use kestrel_protocol::jsonrpc::{Message, Notification, RequestId, RpcError};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -214,6 +215,15 @@ impl LiveSession {
             state.idle_since = Instant::now();
         }
         was
+    }
+
+    /// Tells every attached client that this session's turn started or ended
+    /// (`_kestrel/session/turn`); `answer` is the prompt's answer when it ended.
+    pub(crate) fn announce_turn(&self, running: bool, answer: Option<&Value>) {
+        let Some(id) = self.id() else { return };
+        let params = messages::session_turn(id, running, answer);
+        let notification = Notification { method: messages::SESSION_TURN.to_owned(), params };
+        self.fan_out(&Message::Notification(notification).to_line());
     }
 
     /// Sends `line` to every attached client (never waits; see `ClientLink`).

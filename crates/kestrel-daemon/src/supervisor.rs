@@ -400,12 +400,26 @@ fn handle_response(
                 (Relayed::New | Relayed::Load, Err(_)) => close(session, link),
                 (Relayed::Prompt | Relayed::Other, _) => {}
             }
+            let ends_turn = kind == Relayed::Prompt && !link.turn_running();
+            let answer = result.as_ref().ok().cloned();
             client.respond(id, result);
+            if ends_turn {
+                session.announce_turn(false, answer.as_ref());
+            }
+        }
+        Pending::ChildTurn => {
+            if !link.turn_running() {
+                session.announce_turn(false, result.as_ref().ok());
+            }
         }
         Pending::History { client, id } => {
             session.state().attaching.remove(&client.id());
             match result {
-                Ok(history) => attach_with_history(router, session, &client, id, &history),
+                Ok(history) => {
+                    // In stream order: a turn whose answer came before the history is over.
+                    let turn_running = link.turn_running();
+                    attach_with_history(router, session, &client, id, &history, turn_running);
+                }
                 Err(error) => {
                     client.respond(id, Err(error));
                 }
@@ -435,14 +449,16 @@ fn close(session: &LiveSession, link: &WorkerLink) {
 }
 
 /// An attaching client gets the history, then joins the live stream, then its answer
-/// and any permission request still waiting: all in stream order, so nothing is missed
-/// or seen twice.
+/// (saying whether a turn runs) and any permission request still waiting: all in stream
+/// order, so nothing is missed or seen twice, and the end of a running turn reaches it
+/// as `_kestrel/session/turn`.
 fn attach_with_history(
     router: &Router,
     session: &Arc<LiveSession>,
     client: &Arc<ClientLink>,
     id: RequestId,
     history: &Value,
+    turn_running: bool,
 ) {
     let session_id = session.id().unwrap_or_default().to_owned();
     if let Some(updates) = history.get("updates").and_then(Value::as_array) {
@@ -454,8 +470,8 @@ fn attach_with_history(
         }
     }
     session.attach(client);
-    let snapshot = session.state().snapshot.clone();
-    client.respond(id, Ok(snapshot));
+    let answer = messages::attach_response(&session.state().snapshot, turn_running);
+    client.respond(id, Ok(answer));
     permission::offer(session, client);
     permission::offer_descendants(router, session, client);
 }
@@ -473,8 +489,12 @@ fn restarted(router: &Router, session: &LiveSession) {
     session.set_phase(Phase::Live);
     let session_id = session.id().unwrap_or_default().to_owned();
     router.log.line(format!("session {session_id} restarted ({restarts} so far)"));
+    let turn_ended = !held.is_empty();
     for HeldPrompt { client, id } in held {
         client.respond(id, Ok(messages::prompt_cancelled()));
+    }
+    if turn_ended {
+        session.announce_turn(false, Some(&messages::prompt_cancelled()));
     }
     let text = format!(
         "The session's worker stopped ({reason}) and was restarted; the interrupted turn was not resumed."
@@ -533,13 +553,20 @@ fn on_exit(
             let error = RpcError::internal(format!(
                 "the session's worker {reason}; it is being restarted: try again"
             ));
+            // A child's turn is not held for anyone: it ends here (a client's prompt
+            // ends when the restart answers it).
+            let child_turn_ended = others.iter().any(Pending::is_turn);
             fail_all(others, &error);
+            if child_turn_ended {
+                session.announce_turn(false, Some(&messages::prompt_cancelled()));
+            }
             return Outcome::Restart;
         }
     }
     let held = std::mem::take(&mut state.held_prompts);
     let clients: Vec<Arc<ClientLink>> = state.clients.values().cloned().collect();
     drop(state);
+    let turn_ended = !held.is_empty() || pending.iter().any(Pending::is_turn);
     let session_id = session.id().unwrap_or_default().to_owned();
     let error = if crashed {
         let message = format!(
@@ -564,6 +591,9 @@ fn on_exit(
         client.respond(id, Err(error.clone()));
     }
     fail_all(pending, &error);
+    if turn_ended {
+        session.announce_turn(false, None);
+    }
     if let Some(id) = session.id() {
         router.unregister(id, session);
     }
@@ -579,7 +609,7 @@ fn fail_all(pending: Vec<Pending>, error: &RpcError) {
             Pending::Daemon(reply) => {
                 let _ = reply.send(Err(error.clone()));
             }
-            Pending::RestartLoad => {}
+            Pending::RestartLoad | Pending::ChildTurn => {}
         }
     }
 }

@@ -35,6 +35,20 @@ pub(crate) enum Pending {
     RestartLoad,
     /// The daemon's own request (initialize, a child's set-up); the answer goes here.
     Daemon(oneshot::Sender<Result<Value, RpcError>>),
+    /// A child session's `session/prompt`, sent by the daemon for `_kestrel/session/spawn`:
+    /// its turn runs until this is answered (the answer goes to nobody).
+    ChildTurn,
+}
+
+impl Pending {
+    /// Whether this waits for the end of a turn (a `session/prompt`).
+    pub(crate) fn is_turn(&self) -> bool {
+        match self {
+            Pending::Client { kind, .. } => *kind == Relayed::Prompt,
+            Pending::ChildTurn => true,
+            Pending::History { .. } | Pending::RestartLoad | Pending::Daemon(_) => false,
+        }
+    }
 }
 
 /// Which relayed request a [`Pending::Client`] is, where the daemon acts on the answer.
@@ -176,8 +190,18 @@ impl WorkerLink {
         let Ok(map) = self.pending.lock() else { return true };
         map.values().any(|pending| match pending {
             Pending::Client { kind, .. } => *kind == Relayed::Prompt,
-            Pending::History { .. } | Pending::RestartLoad | Pending::Daemon(_) => true,
+            Pending::History { .. }
+            | Pending::RestartLoad
+            | Pending::Daemon(_)
+            | Pending::ChildTurn => true,
         })
+    }
+
+    /// True while a `session/prompt` sent to this worker (a client's or a child's
+    /// first) is unanswered: the session's turn is running.
+    pub(crate) fn turn_running(&self) -> bool {
+        let Ok(map) = self.pending.lock() else { return false };
+        map.values().any(Pending::is_turn)
     }
 
     /// Closes the worker's stdin: the documented way to ask it to exit.

@@ -51,6 +51,21 @@ pub(crate) struct Turn {
     pub(crate) interrupted: bool,
     /// It was stopped to send a new message at once (Tab while it ran).
     pub(crate) steered: bool,
+    /// This UI sent its prompt: the prompt's answer ends it. Otherwise (another
+    /// client's turn) the daemon's `_kestrel/session/turn` does.
+    pub(crate) ours: bool,
+}
+
+impl Turn {
+    /// A turn this UI's prompt started.
+    pub(crate) fn ours() -> Self {
+        Self { started: Instant::now(), interrupted: false, steered: false, ours: true }
+    }
+
+    /// A turn someone else started, seen running here.
+    pub(crate) fn observed() -> Self {
+        Self { ours: false, ..Self::ours() }
+    }
 }
 
 /// Something only the run loop can do to the terminal.
@@ -130,6 +145,9 @@ pub(crate) struct App {
     pub(crate) children: std::collections::HashMap<String, String>,
     /// `/compact` is running.
     pub(crate) compacting: bool,
+    /// A `_kestrel/session/turn` of the session being loaded, newer than the load's
+    /// answer (it may be handled before that answer): running or not.
+    pub(crate) turn_seen_while_opening: Option<bool>,
     /// The worker sent a notice while compacting (it says what was done).
     pub(crate) compaction_noticed: bool,
 }
@@ -181,6 +199,7 @@ impl App {
             withdrawn: Vec::new(),
             children: std::collections::HashMap::new(),
             compacting: false,
+            turn_seen_while_opening: None,
             compaction_noticed: false,
         };
         if app.resume.is_none() {
@@ -499,6 +518,7 @@ impl App {
         if let Some((id, cwd)) = self.resume_target.take() {
             self.session = SessionState::Opening(Some(id.clone()));
             self.status.link = LinkState::Opening;
+            self.turn_seen_while_opening = None;
             // The history is replayed in full: what is on screen would show twice.
             self.transcript.clear();
             self.transcript.set_cwd(cwd.clone());
@@ -529,6 +549,7 @@ impl App {
         self.set_session_cwd(opened.cwd.clone());
         let reattached = self.reattach.take().is_some();
         self.status.link = LinkState::Ready;
+        self.observe_turn_on_open(opened.turn_running);
         self.resume = None;
         self.last_update_was_user = false;
         if let Some(modes) = &opened.modes {
@@ -611,7 +632,7 @@ impl App {
         client::prompt(connection, session_id.clone(), blocks, self.events.clone());
         self.transcript.push(Cell::User(prompt.text));
         self.transcript.scroll_to_bottom();
-        self.turn = Some(Turn { started: Instant::now(), interrupted: false, steered: false });
+        self.turn = Some(Turn::ours());
         self.restarted_in_turn = false;
         self.withdrawn.clear();
         self.status.link = LinkState::Working;
@@ -667,7 +688,7 @@ impl App {
         }
     }
 
-    fn turn_finished(&mut self, result: Result<acp::StopReason, String>) {
+    pub(crate) fn turn_finished(&mut self, result: Result<acp::StopReason, String>) {
         self.urgent = true;
         let turn = self.turn.take();
         let interrupted = turn.as_ref().is_some_and(|turn| turn.interrupted);

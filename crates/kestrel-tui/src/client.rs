@@ -91,6 +91,7 @@ pub(crate) fn new_session(connection: &Connection, cwd: PathBuf, events: Events)
                     modes: response.modes,
                     config_options: response.config_options.unwrap_or_default(),
                     loaded: false,
+                    turn_running: false,
                 }),
                 Err(error) => AppEvent::SessionFailed(format!("bad session/new answer: {error}")),
             },
@@ -116,6 +117,7 @@ pub(crate) fn load_session(
                 Ok(response) => AppEvent::SessionOpened(OpenedSession {
                     session_id,
                     cwd,
+                    turn_running: turn_running(response.meta.as_ref()),
                     modes: response.modes,
                     config_options: response.config_options.unwrap_or_default(),
                     loaded: true,
@@ -126,6 +128,15 @@ pub(crate) fn load_session(
         };
         let _ = events.send(event).await;
     });
+}
+
+/// Whether an attach answer says a turn of the session runs
+/// (`_meta.kestrel.turnRunning`; absent when the session was not live).
+fn turn_running(meta: Option<&acp::Meta>) -> bool {
+    meta.and_then(|meta| meta.get("kestrel"))
+        .and_then(|kestrel| kestrel.get(acp::kestrel::TURN_RUNNING_META))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// `_kestrel/session/compact`: summarise the older part of the conversation now.

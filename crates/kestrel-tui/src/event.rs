@@ -14,6 +14,9 @@ pub(crate) struct OpenedSession {
     pub(crate) config_options: Vec<acp::SessionConfigOption>,
     /// True for `session/load` (its history was replayed before the answer).
     pub(crate) loaded: bool,
+    /// A turn of the session was running when it was attached (another client's, or
+    /// one started before this UI): the daemon says when it ends.
+    pub(crate) turn_running: bool,
 }
 
 /// One session as `session/list` describes it.

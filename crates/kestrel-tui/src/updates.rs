@@ -1,11 +1,13 @@
 //! What the daemon's messages do to the UI: `session/update`s of the open session into
 //! the transcript and the status line, those of its subagents into their `task` cells,
-//! permission requests into prompts, worker restarts into the status line.
+//! permission requests into prompts, worker restarts into the status line, turns other
+//! clients run into the working state.
 
-use crate::app::{App, SessionState};
+use crate::app::{App, SessionState, Turn};
 use crate::approval::Approval;
 use crate::cell::{Cell, NoticeLevel};
 use crate::client;
+use crate::status::LinkState;
 use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::Incoming;
 
@@ -48,6 +50,14 @@ impl App {
                         );
                     }
                 }
+                acp::kestrel::SESSION_TURN => {
+                    let Ok(turn) = serde_json::from_value::<acp::kestrel::SessionTurnNotification>(
+                        notification.params,
+                    ) else {
+                        return;
+                    };
+                    self.session_turn(turn);
+                }
                 _ => {}
             },
             Incoming::Request(request) => {
@@ -73,6 +83,43 @@ impl App {
                     Err(_) => client::answer_permission(&connection, request.id, None, None),
                 }
             }
+        }
+    }
+
+    /// The daemon says a turn of a session started or ended (whoever prompted it). Only
+    /// turns this UI did not start are tracked this way: its own end with their answer.
+    fn session_turn(&mut self, turn: acp::kestrel::SessionTurnNotification) {
+        let id = turn.session_id.0.as_ref();
+        match &self.session {
+            SessionState::Open(open) if open == id => {}
+            SessionState::Opening(Some(opening)) if opening == id => {
+                // Newer than the load's answer, which may not be handled yet.
+                self.turn_seen_while_opening = Some(turn.running);
+                return;
+            }
+            SessionState::Open(_) | SessionState::Opening(_) | SessionState::None => return,
+        }
+        match (&self.turn, turn.running) {
+            (None, true) => {
+                self.turn = Some(Turn::observed());
+                self.status.link = LinkState::Working;
+                self.urgent = true;
+            }
+            (Some(running), false) if !running.ours => {
+                let result = turn.stop_reason.ok_or_else(|| "it ended with an error".to_owned());
+                self.turn_finished(result);
+            }
+            (Some(_), _) | (None, false) => {}
+        }
+    }
+
+    /// A session just opened: one whose turn runs (another client's) is shown working
+    /// until the daemon says the turn ended; the prompts typed meanwhile wait for it.
+    pub(crate) fn observe_turn_on_open(&mut self, running_at_answer: bool) {
+        let running = self.turn_seen_while_opening.take().unwrap_or(running_at_answer);
+        if running && self.turn.is_none() {
+            self.turn = Some(Turn::observed());
+            self.status.link = LinkState::Working;
         }
     }
 

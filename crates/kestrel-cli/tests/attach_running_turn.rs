@@ -1,0 +1,132 @@
+//! Attaching to a session whose turn is running (another client's prompt): the
+//! `session/load` answer says so (`_meta.kestrel.turnRunning`), every attached client
+//! hears `_kestrel/session/turn` when a turn starts and ends, and a TUI that `/resume`s
+//! such a session shows it working, keeps what is typed meanwhile, and shows it ready
+//! when the turn ends. The turn is kept running by the scripted model's slow chunks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod daemon_support;
+mod tui_support;
+
+use daemon_support::{AcpClient, DaemonTest, Event};
+use kestrel_testkit::{Fault, Key, Pty, Script, Step};
+use serde_json::{Value, json};
+use tui_support::{COLS, ROWS, TuiTest, WAIT};
+
+/// An answer streamed slowly enough (a pause between its stream events) that other
+/// clients can attach while it runs.
+fn slow(text: &str, delay_ms: u64) -> Step {
+    Step::text(text).with_fault(Fault::SlowChunks { delay_ms })
+}
+
+/// Waits for `client`'s next `_kestrel/session/turn` of `session`; its params.
+async fn turn_notice(client: &mut AcpClient, session: &str) -> Value {
+    let event = client
+        .wait_for("a _kestrel/session/turn notification", |event| {
+            matches!(event, Event::Notification(n) if n.method == kestrel_daemon::SESSION_TURN
+                && n.params["sessionId"] == session)
+        })
+        .await;
+    match event {
+        Event::Notification(notification) => notification.params,
+        Event::Request(_) => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attach_during_a_turn_says_it_runs_and_its_end_is_announced() {
+    let test = DaemonTest::new(Script::new([slow("slowly done", 1_000), Step::text("quick")]));
+    let mut first = test.client().await;
+    let cwd = test.env.work_path();
+    let session = first.new_session(&cwd).await;
+    let turn = first.prompt(&session, "take your time");
+    let started = turn_notice(&mut first, &session).await;
+    assert_eq!(started, json!({"sessionId": session, "running": true}));
+
+    let mut second = test.client().await;
+    let attached = second.load(&session, &cwd).await.expect("attach mid-turn");
+    assert_eq!(attached["_meta"]["kestrel"]["turnRunning"], true, "{attached}");
+    let ended = turn_notice(&mut second, &session).await;
+    assert_eq!(ended, json!({"sessionId": session, "running": false, "stopReason": "end_turn"}));
+    assert_eq!(turn.await.unwrap().unwrap()["stopReason"], "end_turn");
+    assert_eq!(second.agent_text(&session), "slowly done");
+
+    // Attaching between turns: nothing runs.
+    let third = test.client().await;
+    let idle = third.load(&session, &cwd).await.expect("attach between turns");
+    assert_eq!(idle["_meta"]["kestrel"]["turnRunning"], false, "{idle}");
+
+    // A turn another client starts reaches the attached ones, start and end.
+    let answer = third.prompt(&session, "quick one").await.unwrap().unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert_eq!(turn_notice(&mut second, &session).await["running"], true);
+    assert_eq!(turn_notice(&mut second, &session).await["running"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_second_prompt_does_not_end_the_running_turn() {
+    let test = DaemonTest::new(Script::new([slow("slowly done", 800)]));
+    let mut first = test.client().await;
+    let cwd = test.env.work_path();
+    let session = first.new_session(&cwd).await;
+    let turn = first.prompt(&session, "take your time");
+    turn_notice(&mut first, &session).await;
+    let second = test.client().await;
+    second.load(&session, &cwd).await.expect("attach mid-turn");
+    let refused = second.prompt(&session, "me too").await.unwrap();
+    let error = refused.expect_err("a second prompt while one runs is refused");
+    assert!(error.message.contains("already running"), "{}", error.message);
+    // The next turn notice the first client hears is the real end, not the refusal.
+    let next = turn_notice(&mut first, &session).await;
+    assert_eq!(next["running"], false, "{next}");
+    assert_eq!(turn.await.unwrap().unwrap()["stopReason"], "end_turn");
+    assert_eq!(next["stopReason"], "end_turn");
+}
+
+fn wait_screen(pty: &Pty, what: &str, check: impl FnMut(&str) -> bool) -> String {
+    pty.wait_until(what, WAIT, check).unwrap_or_else(|error| panic!("{error}"))
+}
+
+#[test]
+fn resuming_a_session_whose_turn_runs_shows_it_working_then_ready() {
+    let script = Script::new([slow("Slow answer.", 2_000), Step::text("Next answer.")]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("slow question");
+    test.wait("● working");
+
+    // A second terminal opens the same session with /resume while the turn runs.
+    let second = Pty::spawn(&test.command(&[]), ROWS, COLS).expect("a second TUI starts");
+    wait_screen(&second, "the second TUI's daemon link", |screen| {
+        screen.contains("● daemon ready")
+    });
+    second.type_text("/resume").unwrap();
+    wait_screen(&second, "the typed command", |screen| screen.contains("/resume"));
+    second.press(Key::Enter).unwrap();
+    wait_screen(&second, "the resume picker", |screen| screen.contains("slow question"));
+    second.press(Key::Enter).unwrap();
+    let working = wait_screen(&second, "the running turn shown as running", |screen| {
+        screen.contains("resumed the session") && screen.contains("● working")
+    });
+    assert!(!working.contains("Slow answer."), "attached before the answer: {working}");
+
+    // Typed while it runs: kept until the turn is over, then sent (no error).
+    second.type_text("next question").unwrap();
+    wait_screen(&second, "the typed prompt", |screen| screen.contains("next question"));
+    second.press(Key::Enter).unwrap();
+    let done = wait_screen(&second, "both answers, then ready", |screen| {
+        screen.contains("Slow answer.")
+            && screen.contains("Next answer.")
+            && screen.contains("● ready")
+    });
+    assert!(!done.contains("already running"), "{done}");
+    assert!(!done.contains("failed"), "{done}");
+    // The first terminal saw the other terminal's turn too, and is ready again.
+    test.wait_until("the first TUI ready after the second's turn", |screen| {
+        screen.contains("Next answer.") && screen.contains("● ready")
+    });
+    assert_eq!(test.env.records().len(), 1, "one session, continued");
+    drop(second);
+}
