@@ -130,3 +130,29 @@ fn resuming_a_session_whose_turn_runs_shows_it_working_then_ready() {
     assert_eq!(test.env.records().len(), 1, "one session, continued");
     drop(second);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kestrel_resume_of_a_session_an_editor_runs_shows_its_turn_until_it_ends() {
+    let test = DaemonTest::new(Script::new([slow("Editor answer.", 2_000)]));
+    let mut editor = test.client().await;
+    let session = editor.new_session(&test.env.work_path()).await;
+    let turn = editor.prompt(&session, "from the editor");
+    turn_notice(&mut editor, &session).await;
+
+    let mut command = test.command(&["resume", "--last"]);
+    command.env_remove("COLORTERM");
+    let tui = Pty::spawn(&command, ROWS, COLS).expect("the TUI starts");
+    let tui = tokio::task::spawn_blocking(move || {
+        wait_screen(&tui, "the editor's turn shown running", |screen| {
+            screen.contains("from the editor") && screen.contains("● working")
+        });
+        wait_screen(&tui, "the turn's end", |screen| {
+            screen.contains("Editor answer.") && screen.contains("● ready")
+        });
+        tui
+    })
+    .await
+    .unwrap();
+    assert_eq!(turn.await.unwrap().unwrap()["stopReason"], "end_turn");
+    drop(tui);
+}
