@@ -341,15 +341,18 @@ impl Router {
         };
         let kind = if method == "session/prompt" { Relayed::Prompt } else { Relayed::Other };
         session.state().idle_since = Instant::now();
-        // A second prompt while one runs is refused by the worker: no new turn.
+        // A second prompt while one runs is refused by the worker: no new turn. The start
+        // is announced before the prompt leaves, so it is never heard after the turn's end.
         let starts_turn = kind == Relayed::Prompt && !worker.turn_running();
+        if starts_turn {
+            session.announce_turn(true, None);
+        }
         let pending = Pending::Client { client: client.clone(), id: id.clone(), kind };
-        match worker.send_request(&method, params, pending).await {
-            Ok(()) if starts_turn => session.announce_turn(true, None),
-            Ok(()) => {}
-            Err(error) => {
-                client.respond(id, Err(error));
+        if let Err(error) = worker.send_request(&method, params, pending).await {
+            if starts_turn {
+                session.announce_turn(false, None);
             }
+            client.respond(id, Err(error));
         }
     }
 
@@ -431,9 +434,12 @@ impl Router {
         let prompt = spawn.get("prompt").and_then(Value::as_str).unwrap_or_default();
         let params = json!({"sessionId": child_id, "prompt": [{"type": "text", "text": prompt}]});
         // The child's turn is answered to nobody: its result is in its record and updates.
-        worker.send_request("session/prompt", params, Pending::ChildTurn).await?;
         session.announce_turn(true, None);
-        Ok(())
+        let sent = worker.send_request("session/prompt", params, Pending::ChildTurn).await;
+        if sent.is_err() {
+            session.announce_turn(false, None);
+        }
+        sent
     }
 
     /// Asks every worker to exit (stdin closed), kills what is left after the grace
