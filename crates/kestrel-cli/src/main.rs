@@ -32,7 +32,7 @@ struct Cli {
 enum Command {
     /// Run one prompt headless: the final answer on stdout (or JSONL events with --json).
     Exec(Box<exec_command::ExecArgs>),
-    /// List sessions, newest first.
+    /// List sessions, the one used last first.
     Sessions(session_commands::SessionsArgs),
     /// Copy a session (up to item N) into a new session and print its id.
     Fork(session_commands::ForkArgs),

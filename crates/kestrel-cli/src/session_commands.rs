@@ -55,7 +55,7 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
                 if depth == 0 { String::new() } else { format!("{}└ ", "  ".repeat(depth)) };
             out.push_str(&format!(
                 "{indent}{}  {}  {tokens:>9}  {cost:>9}  {}  {}",
-                session.id, session.created_at, session.cwd, prompt
+                session.id, session.updated_at, session.cwd, prompt
             ));
         }
         out.push('\n');
@@ -64,7 +64,7 @@ pub fn sessions(args: SessionsArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Sessions in listing order (newest first), each followed by its subagents (oldest
+/// Sessions in listing order (used last first), each followed by its subagents (oldest
 /// first, as they were started) with their depth. A subagent whose parent is not listed
 /// stands on its own.
 fn nested(sessions: &[SessionSummary]) -> Vec<(usize, &SessionSummary)> {

@@ -74,6 +74,19 @@ async fn session_list_puts_the_session_used_last_first_with_its_last_activity() 
     assert_eq!(older_entry["title"], "one");
     assert_eq!(older_entry["_meta"]["kestrel"]["live"], true);
 
+    // `kestrel sessions` lists in the same order and shows when each was used last.
+    let output = test.env.kestrel(&["sessions"]);
+    let printed = common::stdout(&output);
+    let rows: Vec<&str> = printed.lines().collect();
+    assert_eq!(rows.len(), 2, "{printed}");
+    for (row, id) in rows.iter().zip([&older, &newer]) {
+        let updated = entry(&listed, id)["updatedAt"].as_str().unwrap().to_owned();
+        assert!(
+            row.starts_with(id.as_str()) && row.contains(&updated),
+            "{id} used {updated}: {printed}"
+        );
+    }
+
     // A worker answers session/list from the same function: the same entries, without
     // `live` (only the daemon knows which sessions run).
     let worker = Worker::spawn(&test.env);
