@@ -30,7 +30,7 @@ pub use builtin::builtin_tools;
 pub use edit_file::EditFileTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
-pub use image::{MAX_IMAGE_BYTES, checked_image};
+pub use image::{ImageSize, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, checked_image, image_size};
 pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};

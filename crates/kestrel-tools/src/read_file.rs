@@ -23,7 +23,7 @@ const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 const BINARY_PROBE: usize = 8 * 1024;
 /// Up to this size the total line count is cheap enough to report.
 const COUNT_LINES_UP_TO: u64 = 16 * 1024 * 1024;
-use crate::image::{MAX_IMAGE_BYTES, sniff};
+use crate::image::{MAX_IMAGE_BYTES, image_size, sniff};
 
 /// The `read_file` tool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -180,6 +180,11 @@ fn read_image(mut file: File, shown: &str, media_type: &str, size: u64) -> ToolO
     let mut bytes = Vec::new();
     if let Err(error) = file.read_to_end(&mut bytes) {
         return ToolOutput::error(format!("cannot read {shown}: {error}"));
+    }
+    if let Err(why) = image_size(&bytes) {
+        return ToolOutput::error(format!(
+            "{shown} is an image ({media_type}) that cannot be shown: {why}"
+        ));
     }
     let image = ToolImage {
         media_type: media_type.to_string(),
@@ -395,9 +400,13 @@ mod tests {
         assert_eq!(output.images.len(), 1);
         assert_eq!(output.images[0].media_type, "image/png");
         assert!(output.images[0].data.starts_with("iVBORw0KGgo"), "{}", output.images[0].data);
-        let jpeg = read("photo.jpg", &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, b'J', b'F', b'I', b'F']);
+        // A JFIF segment, then a baseline frame header of 1×1 (height, then width).
+        let jpeg = read(
+            "photo.jpg",
+            &[0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0],
+        );
         assert_eq!(jpeg.images[0].media_type, "image/jpeg");
-        let webp = read("a.webp", b"RIFF\x10\0\0\0WEBPVP8 ");
+        let webp = read("a.webp", b"RIFF\x10\0\0\0WEBPVP8L\x05\0\0\0\x2f\0\0\0\0");
         assert_eq!(webp.images[0].media_type, "image/webp");
     }
 

@@ -1,0 +1,215 @@
+//! Image pixel sizes read from headers (PNG IHDR, JPEG SOFn, GIF logical screen, WebP
+//! VP8/VP8L/VP8X): an image over the providers' 8000 px a side is refused where it enters
+//! (read_file, MCP results, prompts: `checked_image`) with its size and the limit, and a
+//! header that is cut off or lies is a clear error, never a panic.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{call, context, err, ok};
+use kestrel_protocol::Mode;
+use kestrel_tools::{ImageSize, MAX_IMAGE_SIDE, checked_image, image_size};
+use serde_json::json;
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    bytes.extend(width.to_be_bytes());
+    bytes.extend(height.to_be_bytes());
+    // Bit depth, colour type, compression, filter, interlace, then a CRC (not checked).
+    bytes.extend([8, 6, 0, 0, 0, 0x1F, 0x15, 0xC4, 0x89]);
+    bytes
+}
+
+fn gif(width: u16, height: u16) -> Vec<u8> {
+    let mut bytes = b"GIF89a".to_vec();
+    bytes.extend(width.to_le_bytes());
+    bytes.extend(height.to_le_bytes());
+    bytes.extend([0, 0, 0, 0x3B]);
+    bytes
+}
+
+/// A JPEG with an APP0 segment and an EXIF-like segment holding a decoy SOF marker (it
+/// must be skipped by its length), then a progressive frame header (SOF2).
+fn jpeg(width: u16, height: u16) -> Vec<u8> {
+    let mut bytes = vec![0xFF, 0xD8, 0xFF, 0xE0, 0, 6, b'J', b'F', b'I', b'F'];
+    bytes.extend([0xFF, 0xE1, 0, 9, 0xFF, 0xC0, 0, 11, 8, 0x7F, 0x7F]);
+    // Fill bytes before a marker are allowed.
+    bytes.extend([0xFF, 0xFF, 0xC2, 0, 11, 8]);
+    bytes.extend(height.to_be_bytes());
+    bytes.extend(width.to_be_bytes());
+    bytes.extend([1, 1, 0x11, 0, 0xFF, 0xDA, 0, 2, 0xFF, 0xD9]);
+    bytes
+}
+
+fn webp(chunk: &[u8; 4], payload: &[u8]) -> Vec<u8> {
+    let mut bytes = b"RIFF\0\0\0\0WEBP".to_vec();
+    bytes.extend(chunk);
+    bytes.extend(u32::try_from(payload.len()).unwrap().to_le_bytes());
+    bytes.extend(payload);
+    bytes
+}
+
+fn webp_lossy(width: u16, height: u16) -> Vec<u8> {
+    let mut payload = vec![0x10, 0x02, 0, 0x9D, 0x01, 0x2A];
+    payload.extend(width.to_le_bytes());
+    payload.extend(height.to_le_bytes());
+    webp(b"VP8 ", &payload)
+}
+
+fn webp_lossless(width: u32, height: u32) -> Vec<u8> {
+    let bits = (width - 1) | ((height - 1) << 14);
+    let mut payload = vec![0x2F];
+    payload.extend(bits.to_le_bytes());
+    webp(b"VP8L", &payload)
+}
+
+fn webp_extended(width: u32, height: u32) -> Vec<u8> {
+    let mut payload = vec![0x10, 0, 0, 0];
+    payload.extend(&(width - 1).to_le_bytes()[..3]);
+    payload.extend(&(height - 1).to_le_bytes()[..3]);
+    webp(b"VP8X", &payload)
+}
+
+fn size(width: u32, height: u32) -> ImageSize {
+    ImageSize { width, height }
+}
+
+#[test]
+fn the_size_is_read_from_the_header_of_each_format() {
+    assert_eq!(image_size(&png(640, 480)), Ok(size(640, 480)));
+    assert_eq!(image_size(&gif(320, 200)), Ok(size(320, 200)));
+    assert_eq!(image_size(&jpeg(1920, 1080)), Ok(size(1920, 1080)));
+    assert_eq!(image_size(&webp_lossy(800, 600)), Ok(size(800, 600)));
+    assert_eq!(image_size(&webp_lossless(16, 9)), Ok(size(16, 9)));
+    assert_eq!(image_size(&webp_extended(8000, 1)), Ok(size(8000, 1)));
+}
+
+#[test]
+fn an_image_over_the_limit_is_refused_naming_its_size_and_the_limit() {
+    let too_big = [
+        (png(9000, 10), "9000×10 pixels"),
+        (png(10, 8001), "10×8001 pixels"),
+        (gif(8001, 8001), "8001×8001 pixels"),
+        (jpeg(12_000, 9_000), "12000×9000 pixels"),
+        (webp_lossy(16_000, 100), "16000×100 pixels"),
+        (webp_lossless(16_384, 2), "16384×2 pixels"),
+        (webp_extended(20_000, 3), "20000×3 pixels"),
+    ];
+    for (bytes, expected) in too_big {
+        let error = image_size(&bytes).unwrap_err();
+        assert!(error.contains(expected), "{expected}: {error}");
+        assert!(error.contains(&format!("at most {MAX_IMAGE_SIDE} pixels a side")), "{error}");
+    }
+}
+
+#[test]
+fn a_header_that_lies_is_a_clear_error() {
+    let sof_after_scan = [0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 0xFF, 0xC0, 0, 11, 8, 0, 1, 0, 1, 1];
+    let zero_length = [0xFF, 0xD8, 0xFF, 0xE0, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0, 1, 0, 1, 1];
+    let no_marker = [0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0x12, 0x34, 0, 0];
+    let stray = [0xFF, 0xD8, 0xFF, 0x00, 0, 0];
+    let mut not_ihdr = png(1, 1);
+    not_ihdr[12..16].copy_from_slice(b"IDAT");
+    let mut no_start_code = webp_lossy(10, 10);
+    no_start_code[23] = 0;
+    let mut no_signature = webp_lossless(10, 10);
+    no_signature[20] = 0;
+    let cases: [(&[u8], &str); 10] = [
+        (&png(0, 5), "the PNG header says the image is 0×5 pixels"),
+        (&gif(7, 0), "the GIF header says the image is 7×0 pixels"),
+        (&not_ihdr, "the PNG header does not start with an IHDR chunk"),
+        (&sof_after_scan, "the JPEG header has no frame header (SOF) before the image data"),
+        (&zero_length, "the JPEG header has a segment shorter than its own length field"),
+        (&no_marker, "the JPEG header has a segment that does not start with a marker"),
+        (&stray, "the JPEG header has a stray 0xFF byte"),
+        (&webp(b"ALPH", &[0; 10]), "the WebP header starts with an unknown chunk"),
+        (&no_start_code, "the WebP header has a VP8 chunk without a key frame start code"),
+        (&no_signature, "the WebP header has a VP8L chunk without its signature byte"),
+    ];
+    for (bytes, expected) in cases {
+        let error = image_size(bytes).unwrap_err();
+        assert!(error.starts_with(expected), "{expected}: {error}");
+    }
+    assert!(image_size(b"BM not an image").unwrap_err().contains("not a PNG, JPEG, GIF or WebP"));
+}
+
+#[test]
+fn a_header_cut_anywhere_is_an_error_never_a_panic() {
+    let whole = [
+        png(3, 4),
+        gif(3, 4),
+        jpeg(3, 4),
+        webp_lossy(3, 4),
+        webp_lossless(3, 4),
+        webp_extended(3, 4),
+    ];
+    for bytes in &whole {
+        assert_eq!(image_size(bytes), Ok(size(3, 4)));
+        // Every prefix that still has the signature but not the size says it is cut off.
+        let sized_at = (1..=bytes.len()).find(|&end| image_size(&bytes[..end]).is_ok()).unwrap();
+        for end in 0..sized_at {
+            let error = image_size(&bytes[..end]).unwrap_err();
+            assert!(
+                error.contains("cut off") || error.contains("not a PNG, JPEG, GIF or WebP"),
+                "{end} bytes of {bytes:?}: {error}"
+            );
+        }
+    }
+    // A JPEG segment length that points past the end is cut off too.
+    let mut long_segment = jpeg(3, 4);
+    long_segment[5] = 0xFF;
+    assert!(image_size(&long_segment).unwrap_err().contains("cut off"));
+}
+
+#[test]
+fn damaged_headers_never_panic() {
+    // Every byte of each header set to values that matter to the parsers.
+    let whole = [png(3, 4), gif(3, 4), jpeg(3, 4), webp_lossy(3, 4), webp_lossless(3, 4)];
+    for bytes in &whole {
+        for index in 0..bytes.len() {
+            for value in [0x00, 0x01, 0x2F, 0x7F, 0x9D, 0xC0, 0xD9, 0xDA, 0xFF] {
+                let mut damaged = bytes.clone();
+                damaged[index] = value;
+                if let Ok(found) = image_size(&damaged) {
+                    assert!(found.width >= 1 && found.width <= MAX_IMAGE_SIDE, "{found:?}");
+                    assert!(found.height >= 1 && found.height <= MAX_IMAGE_SIDE, "{found:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn checked_image_refuses_an_image_too_large_in_pixels() {
+    let data = kestrel_protocol::base64::encode(&png(8500, 600));
+    let error = checked_image("image/png", &data).unwrap_err();
+    assert!(error.contains("8500×600 pixels") && error.contains("8000"), "{error}");
+    let data = kestrel_protocol::base64::encode(&jpeg(1, 1)[..12]);
+    assert!(checked_image("image/jpeg", &data).unwrap_err().contains("cut off"));
+    let data = kestrel_protocol::base64::encode(&png(8000, 8000));
+    assert_eq!(checked_image("image/png", &data).unwrap().media_type, "image/png");
+}
+
+#[tokio::test]
+async fn read_file_refuses_an_image_too_large_in_pixels_or_with_a_broken_header() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("wide.png"), png(10_000, 50)).unwrap();
+    std::fs::write(dir.path().join("cut.png"), &png(1, 1)[..20]).unwrap();
+    std::fs::write(dir.path().join("fine.gif"), gif(7, 7)).unwrap();
+    let ctx = context(dir.path(), Mode::Auto);
+
+    let output = call(&ctx, "read_file", json!({"path": "wide.png"})).await;
+    let message = err(&output);
+    assert!(message.starts_with("wide.png is an image (image/png) that cannot be shown"));
+    assert!(message.contains("10000×50 pixels") && message.contains("8000"), "{message}");
+    assert!(output.images.is_empty());
+
+    let output = call(&ctx, "read_file", json!({"path": "cut.png"})).await;
+    assert!(err(&output).contains("the PNG header is cut off"), "{}", output.content);
+    assert!(output.images.is_empty());
+
+    let output = call(&ctx, "read_file", json!({"path": "fine.gif"})).await;
+    assert!(ok(&output).starts_with("[image: image/gif] fine.gif"));
+    assert_eq!(output.images.len(), 1);
+}
