@@ -10,6 +10,7 @@ mod error;
 mod event;
 mod exec;
 mod history;
+mod images;
 mod instructions;
 mod provider_context;
 mod session;

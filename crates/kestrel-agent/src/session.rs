@@ -14,6 +14,8 @@ use crate::approval::Approver;
 use crate::context::{ContextGauge, text_tokens};
 use crate::control::{ModelChoice, SessionControl};
 use crate::history::History;
+pub(crate) use crate::images::NO_IMAGES_NOTE;
+use crate::images::{dropped_notice, within_image_budget, without_image_parts};
 use crate::subagent::{SubagentHost, task_spec};
 use crate::{AgentError, AgentEvent};
 use futures_util::future::BoxFuture;
@@ -110,6 +112,8 @@ pub struct Session {
     gauge: ContextGauge,
     /// The mode the record says is in force (the launch mode until a switch is recorded).
     recorded_mode: Mode,
+    /// The user was told in this turn that requests leave older images out.
+    told_images_dropped: bool,
 }
 
 impl Session {
@@ -151,6 +155,7 @@ impl Session {
             next_item: 0,
             subagents: None,
             gauge: ContextGauge::default(),
+            told_images_dropped: false,
         }
     }
 
@@ -268,6 +273,7 @@ impl Session {
         cancel: &CancellationToken,
     ) -> Result<TurnResult, AgentError> {
         self.write(RecordItem::TurnStarted {})?;
+        self.told_images_dropped = false;
         sink.emit(AgentEvent::TurnStarted).await;
         self.write(RecordItem::UserMessage { text: record_text(&prompt) })?;
         self.history.push(Message::User { content: prompt });
@@ -384,7 +390,14 @@ impl Session {
     ) -> Result<Step, AgentError> {
         self.take_model_switch()?;
         self.report_tool_problems(sink).await?;
-        let request = self.request();
+        let (request, images_dropped) = self.request();
+        if images_dropped > 0 && !self.told_images_dropped {
+            self.told_images_dropped = true;
+            let message = dropped_notice(images_dropped);
+            let notice = Notice { kind: NoticeKind::Info, message, model: None, mode: None };
+            self.write(RecordItem::Notice { notice: notice.clone() })?;
+            sink.emit(AgentEvent::Notice(notice)).await;
+        }
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,
             Err(ModelError::Cancelled) => return Ok(Step::stopped(StopReason::Cancelled, None)),
@@ -465,16 +478,19 @@ impl Session {
         tools
     }
 
-    fn request(&self) -> ModelRequest {
+    /// The next request, and how many of the conversation's images it leaves out to
+    /// stay within the providers' limits (see `crate::images`).
+    fn request(&self) -> (ModelRequest, usize) {
         let tools = self.tool_specs();
-        ModelRequest {
+        let (messages, images_dropped) = if self.settings.profile.accepts_images {
+            within_image_budget(self.history.messages())
+        } else {
+            (without_image_parts(self.history.messages()), 0)
+        };
+        let request = ModelRequest {
             model: self.settings.model.clone(),
             system: self.settings.system_prompt.clone(),
-            messages: if self.settings.profile.accepts_images {
-                self.history.messages().to_vec()
-            } else {
-                without_image_parts(self.history.messages())
-            },
+            messages,
             tools,
             reasoning: self.settings.reasoning,
             // The catalog's limit where known, capped: some APIs count max_tokens against
@@ -486,7 +502,8 @@ impl Session {
                 .map(|limit| limit.min(MAX_OUTPUT_TOKENS_CAP))
                 .and_then(|limit| u32::try_from(limit).ok()),
             cache_key: Some(self.record.id().to_string()),
-        }
+        };
+        (request, images_dropped)
     }
 
     /// Records what arrived of a response to a request that carried `messages_sent`
@@ -599,32 +616,4 @@ fn record_text(prompt: &[ContentPart]) -> String {
 
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Said in place of an image to a model that takes none.
-pub(crate) const NO_IMAGES_NOTE: &str = "(The image was not sent: the model in use does not \
-    take images, according to the model catalog and the provider's `images` setting. \
-    Describe what you need from it in other ways, or switch to a model that takes images.)";
-
-/// The messages with every image part (the user's, or a tool's from when the session
-/// used a model that takes images) replaced by a note: such a model's API refuses the
-/// whole request otherwise, turn after turn.
-fn without_image_parts(messages: &[Message]) -> Vec<Message> {
-    messages
-        .iter()
-        .map(|message| match message {
-            Message::User { content } => Message::User {
-                content: content
-                    .iter()
-                    .map(|part| match part {
-                        ContentPart::Image { media_type, .. } => {
-                            ContentPart::Text(format!("[image: {media_type}] {NO_IMAGES_NOTE}"))
-                        }
-                        ContentPart::Text(_) => part.clone(),
-                    })
-                    .collect(),
-            },
-            Message::Assistant { .. } | Message::ToolResult { .. } => message.clone(),
-        })
-        .collect()
 }

@@ -1,0 +1,172 @@
+//! A session's images cannot brick it: every request carries at most the newest 20 images
+//! and about 15 MB of them (Anthropic's 32 MB request limit and its 2000 px rule past 20
+//! images), older ones replaced by a note the model reads; the user is told once per
+//! turn by a notice (also in the record); the record is not changed. Run through a real
+//! session against the scripted model server (Chat wire, images on).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use kestrel_agent::{AgentEvent, Launch, Session, Unattended, open_session};
+use kestrel_model::{ClientOptions, ContentPart};
+use kestrel_protocol::{Mode, NoticeKind, RecordItem};
+use kestrel_store::{Config, KestrelHome, SessionIndex};
+use kestrel_testkit::{LoggedRequest, Script, ScriptedServer, Step};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+
+/// A session on the scripted server whose provider takes images.
+struct Fixture {
+    server: ScriptedServer,
+    home: KestrelHome,
+    _dirs: (TempDir, TempDir),
+    session: Session,
+}
+
+fn fixture(script: Script) -> Fixture {
+    kestrel_model::install_crypto_provider();
+    let server = ScriptedServer::start(script).unwrap();
+    let home_dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().canonicalize().unwrap();
+    std::fs::write(
+        home_dir.path().join("config.toml"),
+        format!(
+            "[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\nimages = true\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let home = KestrelHome::at(home_dir.path());
+    let launch = Launch {
+        config: Config::load(&home, &cwd).unwrap(),
+        home: home.clone(),
+        cwd,
+        model: Some("scripted/vision".into()),
+        mode: Mode::Auto,
+        reasoning: None,
+        max_turns: None,
+        client_options: ClientOptions::default(),
+    };
+    let session = open_session(&launch, None, Arc::new(Unattended)).unwrap();
+    Fixture { server, home, _dirs: (home_dir, work), session }
+}
+
+/// Base64-looking image data that names itself, `len` characters long.
+fn image(name: &str, len: usize) -> ContentPart {
+    let mut data = format!("{name}Z");
+    data.extend(std::iter::repeat_n('A', len.saturating_sub(data.len())));
+    ContentPart::Image { media_type: "image/png".into(), data }
+}
+
+/// Runs a prompt to its end (bounded), and returns the notices the sink saw.
+async fn run(session: &mut Session, prompt: Vec<ContentPart>) -> Vec<String> {
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let seen = notices.clone();
+    let sink = move |event: AgentEvent| {
+        if let AgentEvent::Notice(notice) = event {
+            seen.lock().unwrap().push(notice.message);
+        }
+    };
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        session.run_prompt(prompt, &sink, &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(result.error.is_none(), "{result:?}");
+    notices.lock().unwrap().clone()
+}
+
+fn body(request: &LoggedRequest) -> String {
+    request.body.to_string()
+}
+
+fn image_blocks(body: &str) -> usize {
+    body.matches("data:image/png;base64,").count()
+}
+
+fn recorded_notices(home: &KestrelHome) -> Vec<String> {
+    let record = SessionIndex::latest(home, None).unwrap().path;
+    kestrel_store::read_record(&record)
+        .unwrap()
+        .entries
+        .into_iter()
+        .filter_map(|entry| match entry.item {
+            RecordItem::Notice { notice } if notice.kind == NoticeKind::Info => {
+                Some(notice.message)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_request_carries_the_newest_twenty_images_and_notes_for_the_older_ones() {
+    let mut fixture = fixture(Script::new([
+        // Two requests in the first turn: the user is told once.
+        Step::tool_call("list_dir", json!({})),
+        Step::text("I see them."),
+        Step::text("Still here."),
+    ]));
+    let mut prompt = vec![ContentPart::Text("compare these".into())];
+    prompt.extend((1..=25).map(|n| image(&format!("IMG{n:02}"), 100)));
+    let notices = run(&mut fixture.session, prompt).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].starts_with("5 older images were left out of the model's context"));
+    assert!(notices[0].contains("at most 20 images"), "{}", notices[0]);
+
+    let requests = fixture.server.requests();
+    for request in &requests {
+        let body = body(request);
+        assert_eq!(image_blocks(&body), 20, "{body}");
+        for n in 1..=5 {
+            assert!(!body.contains(&format!("IMG{n:02}Z")), "image {n} was dropped: {body}");
+        }
+        for n in 6..=25 {
+            assert!(body.contains(&format!("IMG{n:02}Z")), "image {n} is kept: {body}");
+        }
+        assert_eq!(body.matches("not sent: dropped from the context").count(), 5, "{body}");
+    }
+
+    // The next turn still carries the same twenty, and says so once again.
+    let notices = run(&mut fixture.session, vec![ContentPart::Text("and now?".into())]).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let last = body(fixture.server.requests().last().unwrap());
+    assert_eq!(image_blocks(&last), 20);
+    assert_eq!(recorded_notices(&fixture.home).len(), 2);
+}
+
+#[tokio::test]
+async fn large_images_are_kept_within_the_request_size_budget() {
+    let mut fixture = fixture(Script::new([Step::text("Big pictures.")]));
+    // Six screenshots of ~3.7 MB (4.9 MB of base64 each): 29 MB of images in all.
+    let mut prompt = vec![ContentPart::Text("what changed?".into())];
+    prompt.extend((1..=6).map(|n| image(&format!("SHOT{n}"), 4_900_000)));
+    let notices = run(&mut fixture.session, prompt).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].starts_with("2 older images were left out"), "{}", notices[0]);
+
+    let body = body(&fixture.server.requests()[0]);
+    assert_eq!(image_blocks(&body), 4);
+    assert!(!body.contains("SHOT1Z") && !body.contains("SHOT2Z"));
+    assert!((3..=6).all(|n| body.contains(&format!("SHOT{n}Z"))));
+    assert!(body.contains("[image: image/png, 3.7 MB — not sent: dropped from the context"));
+    // Well under Anthropic's 32 MB, with room for the conversation.
+    assert!(body.len() < 21_000_000, "{} bytes", body.len());
+}
+
+#[tokio::test]
+async fn a_session_within_the_budget_sends_every_image_and_tells_nothing() {
+    let mut fixture = fixture(Script::new([Step::text("Two pictures.")]));
+    let prompt = vec![ContentPart::Text("look".into()), image("ONE", 1_000), image("TWO", 1_000)];
+    let notices = run(&mut fixture.session, prompt).await;
+    assert!(notices.is_empty(), "{notices:?}");
+    let body = body(&fixture.server.requests()[0]);
+    assert_eq!(image_blocks(&body), 2);
+    assert!(!body.contains("dropped from the context"));
+    assert!(recorded_notices(&fixture.home).is_empty());
+}
