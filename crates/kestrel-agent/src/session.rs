@@ -230,6 +230,16 @@ impl Session {
         Ok(())
     }
 
+    /// Tells the user something about the session that is not conversation (an image of a
+    /// prompt that was left out, images a request left out): recorded as an info `notice`
+    /// and emitted to `sink`. Fails only when the record cannot be written.
+    pub async fn note(&mut self, message: String, sink: &dyn EventSink) -> Result<(), AgentError> {
+        let notice = Notice { kind: NoticeKind::Info, message, model: None, mode: None };
+        self.write(RecordItem::Notice { notice: notice.clone() })?;
+        sink.emit(AgentEvent::Notice(notice)).await;
+        Ok(())
+    }
+
     /// The model in use, as `provider/model`.
     pub fn model_ref(&self) -> String {
         format!("{}/{}", self.client.provider().name, self.settings.model)
@@ -393,10 +403,7 @@ impl Session {
         let (request, images_dropped) = self.request();
         if images_dropped > 0 && !self.told_images_dropped {
             self.told_images_dropped = true;
-            let message = dropped_notice(images_dropped);
-            let notice = Notice { kind: NoticeKind::Info, message, model: None, mode: None };
-            self.write(RecordItem::Notice { notice: notice.clone() })?;
-            sink.emit(AgentEvent::Notice(notice)).await;
+            self.note(dropped_notice(images_dropped), sink).await?;
         }
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,

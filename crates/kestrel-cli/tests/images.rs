@@ -214,8 +214,11 @@ async fn switching_to_a_model_that_takes_no_images_replaces_earlier_images_with_
     assert!(second.contains("[image: image/png] (The image was not sent"), "{second}");
 }
 
+/// An image of a type no provider takes is left out of the prompt with a note in its
+/// place: the user's text still reaches the model, and the user is told (a notice, in the
+/// record too). A prompt of nothing but such an image is refused saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prompt_image_no_provider_takes_is_refused_and_the_session_goes_on() {
+async fn a_prompt_image_no_provider_takes_is_left_out_and_the_text_is_sent() {
     let test = DaemonTest::new(Script::new([Step::text("Fine without it.")]));
     cache_catalog(&test.env, VISION_CATALOG);
     let client = test.client().await;
@@ -224,13 +227,32 @@ async fn a_prompt_image_no_provider_takes_is_refused_and_the_session_goes_on() {
         {"type": "text", "text": "what is this?"},
         {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
     ]);
-    let error = client
+    let answer = client
         .request("session/prompt", json!({"sessionId": session, "prompt": svg}))
+        .await
+        .unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    let first = body_text(&model_requests(&test.env)[0]);
+    assert!(first.contains("what is this?"), "{first}");
+    assert!(first.contains("[image: image/svg+xml — left out of the prompt: "), "{first}");
+    assert!(!first.contains("PHN2Zy8+") && !first.contains("image_url"), "{first}");
+    let notices: Vec<String> = test
+        .record_items(&session)
+        .into_iter()
+        .filter(|item| item["type"] == "notice")
+        .map(|item| item["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        notices.iter().any(|n| n.starts_with("an image in the prompt was not sent (image/svg+xml")),
+        "{notices:?}"
+    );
+
+    let alone = json!([{"type": "image", "mimeType": "image/bmp", "data": "Qk0="}]);
+    let error = client
+        .request("session/prompt", json!({"sessionId": session, "prompt": alone}))
         .await
         .unwrap_err();
     assert!(error.message.contains("an image in the prompt cannot be sent"), "{error:?}");
-    assert!(error.message.contains("image/svg+xml"), "{error:?}");
-    let answer = client.prompt(&session, "then just text").await.unwrap().unwrap();
-    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    assert!(error.message.contains("image/bmp"), "{error:?}");
     assert_eq!(model_requests(&test.env).len(), 1);
 }

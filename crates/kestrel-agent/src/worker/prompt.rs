@@ -1,17 +1,50 @@
 //! An ACP prompt (content blocks) as the model's user message: text as text, images as
 //! images, resource links as a markdown link, embedded text resources inline with their
-//! URI. Inline pieces join into one text, as the user typed them.
+//! URI. Inline pieces join into one text, as the user typed them. An image no provider
+//! would take is left out with a note in its place, so the user's text still goes.
 
 use kestrel_model::ContentPart;
 use kestrel_protocol::acp;
 
-/// The model content of a prompt. Fails, with a message for the client, on an empty
-/// prompt and on content the models cannot take (audio, an image without data or one
-/// no provider takes: see `kestrel_tools::checked_image`).
-pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentPart>, String> {
+/// A prompt as the model's content, and what the user must be told about it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PromptContent {
+    pub(crate) parts: Vec<ContentPart>,
+    /// Each image left out: its type (and URI) and why.
+    pub(crate) left_out: Vec<String>,
+}
+
+impl PromptContent {
+    /// What the user is told for each image left out.
+    pub(crate) fn notices(&self) -> Vec<String> {
+        self.left_out
+            .iter()
+            .map(|why| {
+                format!("an image in the prompt was not sent ({why}); the rest of the prompt was")
+            })
+            .collect()
+    }
+}
+
+/// The model content of a prompt. An image no provider takes (see
+/// `kestrel_tools::checked_image`: SVG, BMP, bytes not of the declared type, too large)
+/// is replaced by a note saying why, for the model and the record, and named in
+/// `left_out`. Fails, with a message for the client, on an empty prompt (or one with
+/// nothing but such images), an image block without data, and content the models cannot
+/// take (audio, unknown block types).
+pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<PromptContent, String> {
     let mut parts = Vec::new();
+    let mut left_out = Vec::new();
     let mut text = String::new();
+    // Whether the prompt holds anything but notes on left-out images.
+    let mut asked = false;
     for block in blocks {
+        // Every block but blank text and a left-out image is something asked.
+        asked |= match block {
+            acp::ContentBlock::Text(content) => !content.text.trim().is_empty(),
+            acp::ContentBlock::Image(_) | acp::ContentBlock::Resource(_) => false,
+            _ => true,
+        };
         match block {
             acp::ContentBlock::Text(content) => text.push_str(&content.text),
             acp::ContentBlock::ResourceLink(link) => {
@@ -19,6 +52,7 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
             }
             acp::ContentBlock::Resource(embedded) => match &embedded.resource {
                 acp::EmbeddedResourceResource::TextResourceContents(resource) => {
+                    asked = true;
                     if !text.is_empty() && !text.ends_with('\n') {
                         text.push('\n');
                     }
@@ -31,26 +65,36 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
                 acp::EmbeddedResourceResource::BlobResourceContents(resource) => {
                     match resource.mime_type.as_deref() {
                         Some(mime) if mime.starts_with("image/") => {
-                            flush(&mut text, &mut parts);
-                            parts.push(image_part(mime, &resource.blob)?);
+                            let name = format!("{mime}, {}", resource.uri);
+                            asked |= image(mime, &resource.blob, &name, &mut text, &mut parts)
+                                .map_err(|why| left_out.push(why))
+                                .is_ok();
                         }
-                        Some(_) | None => text.push_str(&format!(
-                            "[binary resource {} left out: only text and images can be sent]",
-                            resource.uri
-                        )),
+                        Some(_) | None => {
+                            asked = true;
+                            text.push_str(&format!(
+                                "[binary resource {} left out: only text and images can be sent]",
+                                resource.uri
+                            ))
+                        }
                     }
                 }
                 _ => return Err("the prompt has an embedded resource of an unknown kind".into()),
             },
-            acp::ContentBlock::Image(image) => {
-                if image.data.is_empty() {
+            acp::ContentBlock::Image(block) => {
+                if block.data.is_empty() {
                     return Err(
                         "an image in the prompt has no data: send it base64-encoded in `data`"
                             .into(),
                     );
                 }
-                flush(&mut text, &mut parts);
-                parts.push(image_part(&image.mime_type, &image.data)?);
+                let name = match &block.uri {
+                    Some(uri) => format!("{}, {uri}", block.mime_type),
+                    None => block.mime_type.clone(),
+                };
+                asked |= image(&block.mime_type, &block.data, &name, &mut text, &mut parts)
+                    .map_err(|why| left_out.push(why))
+                    .is_ok();
             }
             acp::ContentBlock::Audio(_) => {
                 return Err("audio prompts are not supported: send text or images".into());
@@ -59,22 +103,40 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<Vec<ContentP
         }
     }
     flush(&mut text, &mut parts);
-    let has_text = parts.iter().any(|part| match part {
-        ContentPart::Text(text) => !text.trim().is_empty(),
-        ContentPart::Image { .. } => true,
-    });
-    if !has_text {
-        return Err("the prompt is empty".into());
+    if !asked {
+        return Err(match left_out.first() {
+            Some(why) => format!("an image in the prompt cannot be sent: {why}"),
+            None => "the prompt is empty".into(),
+        });
     }
-    Ok(parts)
+    Ok(PromptContent { parts, left_out })
 }
 
 /// An image of the prompt, checked as tool images are: one a provider refuses would stay
-/// in the history and fail every later request, so the prompt is refused instead.
-fn image_part(mime: &str, data: &str) -> Result<ContentPart, String> {
-    let image = kestrel_tools::checked_image(mime, data)
-        .map_err(|why| format!("an image in the prompt cannot be sent: {why}"))?;
-    Ok(ContentPart::Image { media_type: image.media_type, data: image.data })
+/// in the history and fail every later request, so it is left out, with a note in its
+/// place that says why. `name` is its type and URI. Fails, when it is left out, with
+/// `name` and why.
+fn image(
+    mime: &str,
+    data: &str,
+    name: &str,
+    text: &mut String,
+    parts: &mut Vec<ContentPart>,
+) -> Result<(), String> {
+    match kestrel_tools::checked_image(mime, data) {
+        Ok(image) => {
+            flush(text, parts);
+            parts.push(ContentPart::Image { media_type: image.media_type, data: image.data });
+            Ok(())
+        }
+        Err(why) => {
+            if !text.is_empty() && !text.ends_with(char::is_whitespace) {
+                text.push('\n');
+            }
+            text.push_str(&format!("[image: {name} — left out of the prompt: {why}]\n"));
+            Err(format!("{name}: {why}"))
+        }
+    }
 }
 
 fn flush(text: &mut String, parts: &mut Vec<ContentPart>) {
@@ -101,8 +163,10 @@ mod tests {
             {"type": "image", "mimeType": "image/png", "data": PNG},
             {"type": "text", "text": "and this"}
         ]));
+        let content = content_parts(&prompt).unwrap();
+        assert!(content.left_out.is_empty());
         assert_eq!(
-            content_parts(&prompt).unwrap(),
+            content.parts,
             [
                 ContentPart::Text(
                     "look at [a.rs](file:///w/a.rs)\n<resource uri=\"file:///w/b.rs\">\nfn b() {}\n</resource>\n"
@@ -118,22 +182,51 @@ mod tests {
     const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg==";
 
     #[test]
-    fn images_no_provider_takes_are_refused_saying_why() {
+    fn images_no_provider_takes_are_left_out_with_a_note_and_the_text_is_kept() {
         let cases = [
             ("image/svg+xml", PNG, "not an image type models take"),
+            ("image/bmp", PNG, "not an image type models take"),
             ("image/jpg", PNG, "not an image type models take"),
             ("image/png", "not base64", "not valid base64"),
             ("image/jpeg", PNG, "not the declared image/jpeg"),
         ];
         for (mime, data, expected) in cases {
-            let prompt = blocks(json!([{"type": "image", "mimeType": mime, "data": data}]));
-            let error = content_parts(&prompt).unwrap_err();
+            let prompt = blocks(json!([
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "mimeType": mime, "data": data},
+                {"type": "text", "text": "thanks"}
+            ]));
+            let content = content_parts(&prompt).unwrap();
+            let [ContentPart::Text(text)] = content.parts.as_slice() else {
+                panic!("{mime}: one text: {:?}", content.parts)
+            };
+            assert!(text.starts_with("what is this?\n[image: "), "{mime}: {text}");
+            assert!(text.contains("left out of the prompt") && text.contains(expected), "{text}");
+            assert!(text.ends_with("]\nthanks"), "{text}");
+            assert!(!text.contains(data), "{mime}: the data is not sent: {text}");
+            let notices = content.notices();
+            assert_eq!(notices.len(), 1, "{mime}");
+            assert!(notices[0].starts_with("an image in the prompt was not sent ("), "{notices:?}");
+            assert!(notices[0].contains(mime) && notices[0].contains(expected), "{notices:?}");
+
+            // With nothing else to send, the prompt is refused saying why.
+            let alone = blocks(json!([{"type": "image", "mimeType": mime, "data": data}]));
+            let error = content_parts(&alone).unwrap_err();
             assert!(error.starts_with("an image in the prompt cannot be sent: "), "{error}");
             assert!(error.contains(expected), "{mime}: {error}");
         }
-        let blob = blocks(json!([{"type": "resource", "resource":
-            {"uri": "file:///w/a.bmp", "blob": PNG, "mimeType": "image/bmp"}}]));
-        assert!(content_parts(&blob).unwrap_err().contains("not an image type models take"));
+        let blob = blocks(json!([
+            {"type": "text", "text": "see"},
+            {"type": "resource", "resource":
+                {"uri": "file:///w/a.bmp", "blob": PNG, "mimeType": "image/bmp"}},
+            {"type": "image", "mimeType": "image/png", "data": PNG}
+        ]));
+        let content = content_parts(&blob).unwrap();
+        assert_eq!(content.parts.len(), 2, "{:?}", content.parts);
+        let ContentPart::Text(text) = &content.parts[0] else { panic!("{:?}", content.parts) };
+        assert!(text.contains("[image: image/bmp, file:///w/a.bmp — left out"), "{text}");
+        assert!(matches!(&content.parts[1], ContentPart::Image { .. }));
+        assert!(content.notices()[0].contains("image/bmp, file:///w/a.bmp"));
     }
 
     #[test]

@@ -279,8 +279,8 @@ impl Server {
             );
             return Reply::Now(Err(RpcError::new(RpcError::INVALID_REQUEST, message)));
         }
-        let parts = match content_parts(&request.prompt) {
-            Ok(parts) => parts,
+        let prompt = match content_parts(&request.prompt) {
+            Ok(prompt) => prompt,
             Err(message) => return Reply::Now(Err(RpcError::invalid_params(message))),
         };
         let cancel = CancellationToken::new();
@@ -300,7 +300,14 @@ impl Server {
         };
         let finished = self.finished.clone();
         tokio::spawn(async move {
-            let result = session.run_prompt(parts, &sink, &cancel).await;
+            // Images left out of the prompt are told first (the record has them too).
+            let result = async {
+                for message in prompt.notices() {
+                    session.note(message, &sink).await?;
+                }
+                session.run_prompt(prompt.parts, &sink, &cancel).await
+            }
+            .await;
             let result = prompt_result(result);
             let _ = finished.send(TurnDone { session, request: id, result }).await;
         });
