@@ -65,7 +65,7 @@ fn dropped_note(media_type: &str, base64_len: usize) -> String {
     format!(
         "[image: {media_type}, {} — not sent: dropped from the context because a request \
          carries at most {MAX_REQUEST_IMAGES} images and {} of them, newest first. Read it \
-         again if you still need it.]",
+         again, or ask the user for it, if you still need it.]",
         megabytes(bytes),
         megabytes(MAX_REQUEST_IMAGE_BASE64 / 4 * 3),
     )
