@@ -4,6 +4,7 @@
 //! they have the shapes the schema says; tests also check them against its JSON schema.
 
 use kestrel_protocol::acp;
+use kestrel_protocol::jsonrpc::RpcError;
 use kestrel_store::{SessionSummary, list_sessions_response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -90,16 +91,19 @@ pub(crate) fn restarted(session_id: &str, reason: &str, restarts: u32) -> Value 
     })
 }
 
-/// The `_kestrel/session/turn` params: a turn of `session_id` started (`running`) or
-/// ended, with its stop reason when the prompt's answer had one.
-pub(crate) fn session_turn(session_id: &str, running: bool, answer: Option<&Value>) -> Value {
-    let stop_reason = answer
+/// The `_kestrel/session/turn` params: a turn of `session_id` started (`end` is `None`)
+/// or ended with the prompt's answer: its stop reason, or its error's message.
+pub(crate) fn session_turn(session_id: &str, end: Option<&Result<Value, RpcError>>) -> Value {
+    let stop_reason = end
+        .and_then(|end| end.as_ref().ok())
         .and_then(|answer| answer.get("stopReason"))
         .and_then(|reason| serde_json::from_value::<acp::StopReason>(reason.clone()).ok());
+    let error = end.and_then(|end| end.as_ref().err()).map(|error| error.message.clone());
     to_value(acp::kestrel::SessionTurnNotification {
         session_id: session_id.to_owned().into(),
-        running,
+        running: end.is_none(),
         stop_reason,
+        error,
     })
 }
 

@@ -343,14 +343,16 @@ impl Router {
         session.state().idle_since = Instant::now();
         // A second prompt while one runs is refused by the worker: no new turn. The start
         // is announced before the prompt leaves, so it is never heard after the turn's end.
-        let starts_turn = kind == Relayed::Prompt && !worker.turn_running();
-        if starts_turn {
-            session.announce_turn(true, None);
-        }
         let pending = Pending::Client { client: client.clone(), id: id.clone(), kind };
-        if let Err(error) = worker.send_request(&method, params, pending).await {
-            if starts_turn {
-                session.announce_turn(false, None);
+        let mut started = false;
+        let announce = || {
+            started = true;
+            session.announce_turn_start();
+        };
+        let sent = worker.send_turn_request(&method, params, pending, announce).await;
+        if let Err(error) = sent {
+            if started {
+                session.announce_turn_end(&Err(error.clone()));
             }
             client.respond(id, Err(error));
         }
@@ -434,12 +436,14 @@ impl Router {
         let prompt = spawn.get("prompt").and_then(Value::as_str).unwrap_or_default();
         let params = json!({"sessionId": child_id, "prompt": [{"type": "text", "text": prompt}]});
         // The child's turn is answered to nobody: its result is in its record and updates.
-        session.announce_turn(true, None);
-        let sent = worker.send_request("session/prompt", params, Pending::ChildTurn).await;
-        if sent.is_err() {
-            session.announce_turn(false, None);
+        let start = || session.announce_turn_start();
+        match worker.send_turn_request("session/prompt", params, Pending::ChildTurn, start).await {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                session.announce_turn_end(&Err(error.clone()));
+                Err(error)
+            }
         }
-        sent
     }
 
     /// Asks every worker to exit (stdin closed), kills what is left after the grace

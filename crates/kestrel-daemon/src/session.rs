@@ -217,11 +217,21 @@ impl LiveSession {
         was
     }
 
-    /// Tells every attached client that this session's turn started or ended
-    /// (`_kestrel/session/turn`); `answer` is the prompt's answer when it ended.
-    pub(crate) fn announce_turn(&self, running: bool, answer: Option<&Value>) {
+    /// Tells every attached client that this session's turn started
+    /// (`_kestrel/session/turn` `running: true`).
+    pub(crate) fn announce_turn_start(&self) {
+        self.announce_turn(None);
+    }
+
+    /// Tells every attached client that this session's turn ended with `end`, the
+    /// prompt's answer (its stop reason) or error (its message).
+    pub(crate) fn announce_turn_end(&self, end: &Result<Value, RpcError>) {
+        self.announce_turn(Some(end));
+    }
+
+    fn announce_turn(&self, end: Option<&Result<Value, RpcError>>) {
         let Some(id) = self.id() else { return };
-        let params = messages::session_turn(id, running, answer);
+        let params = messages::session_turn(id, end);
         let notification = Notification { method: messages::SESSION_TURN.to_owned(), params };
         self.fan_out(&Message::Notification(notification).to_line());
     }

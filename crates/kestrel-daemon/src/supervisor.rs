@@ -401,15 +401,15 @@ fn handle_response(
                 (Relayed::Prompt | Relayed::Other, _) => {}
             }
             let ends_turn = kind == Relayed::Prompt && !link.turn_running();
-            let answer = result.as_ref().ok().cloned();
+            let end = ends_turn.then(|| result.clone());
             client.respond(id, result);
-            if ends_turn {
-                session.announce_turn(false, answer.as_ref());
+            if let Some(end) = end {
+                session.announce_turn_end(&end);
             }
         }
         Pending::ChildTurn => {
             if !link.turn_running() {
-                session.announce_turn(false, result.as_ref().ok());
+                session.announce_turn_end(&result);
             }
         }
         Pending::History { client, id } => {
@@ -476,8 +476,11 @@ fn attach_with_history(
     permission::offer_descendants(router, session, client);
 }
 
-/// The restarted worker has loaded the session: relay again, answer the prompts the
-/// dead worker left open, and tell every attached client.
+/// The restarted worker has loaded the session: tell every attached client, answer the
+/// prompts the dead worker left open (their turn ended), and only then relay again. In
+/// this order a client hears the restart before the end of the turn it interrupted, and
+/// that end before the start of any turn prompted since (those prompts wait for
+/// `Phase::Live`).
 fn restarted(router: &Router, session: &LiveSession) {
     let (held, clients, reason, restarts) = {
         let mut state = session.state();
@@ -486,16 +489,8 @@ fn restarted(router: &Router, session: &LiveSession) {
         let clients: Vec<Arc<ClientLink>> = state.clients.values().cloned().collect();
         (held, clients, state.last_exit.clone(), state.restarts)
     };
-    session.set_phase(Phase::Live);
     let session_id = session.id().unwrap_or_default().to_owned();
     router.log.line(format!("session {session_id} restarted ({restarts} so far)"));
-    let turn_ended = !held.is_empty();
-    for HeldPrompt { client, id } in held {
-        client.respond(id, Ok(messages::prompt_cancelled()));
-    }
-    if turn_ended {
-        session.announce_turn(false, Some(&messages::prompt_cancelled()));
-    }
     let text = format!(
         "The session's worker stopped ({reason}) and was restarted; the interrupted turn was not resumed."
     );
@@ -507,6 +502,14 @@ fn restarted(router: &Router, session: &LiveSession) {
         let notice = messages::restart_notice(&session_id, &text, client.wants_notices());
         client.notify("session/update", notice);
     }
+    let turn_ended = !held.is_empty();
+    for HeldPrompt { client, id } in held {
+        client.respond(id, Ok(messages::prompt_cancelled()));
+    }
+    if turn_ended {
+        session.announce_turn_end(&Ok(messages::prompt_cancelled()));
+    }
+    session.set_phase(Phase::Live);
 }
 
 /// Decides what a stopped worker means: a crash of a live session is restarted (within
@@ -558,7 +561,7 @@ fn on_exit(
             let child_turn_ended = others.iter().any(Pending::is_turn);
             fail_all(others, &error);
             if child_turn_ended {
-                session.announce_turn(false, Some(&messages::prompt_cancelled()));
+                session.announce_turn_end(&Ok(messages::prompt_cancelled()));
             }
             return Outcome::Restart;
         }
@@ -592,7 +595,7 @@ fn on_exit(
     }
     fail_all(pending, &error);
     if turn_ended {
-        session.announce_turn(false, None);
+        session.announce_turn_end(&Err(error));
     }
     if let Some(id) = session.id() {
         router.unregister(id, session);

@@ -129,9 +129,32 @@ impl WorkerLink {
         params: Value,
         pending: Pending,
     ) -> Result<(), RpcError> {
+        self.send_turn_request(method, params, pending, || {}).await.map(|_| ())
+    }
+
+    /// Sends a request like [`WorkerLink::send_request`]; when it is a prompt that no
+    /// other unanswered prompt precedes (it starts the session's turn), `on_start` runs
+    /// before the request leaves. Whether it starts the turn is decided under the same
+    /// lock that records it, so of two prompts sent at once exactly one starts it.
+    /// Returns whether it started the turn.
+    pub(crate) async fn send_turn_request(
+        &self,
+        method: &str,
+        params: Value,
+        pending: Pending,
+        on_start: impl FnOnce(),
+    ) -> Result<bool, RpcError> {
         let number = self.next_id.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut map) = self.pending.lock() {
-            map.insert(number, pending);
+        let starts_turn = match self.pending.lock() {
+            Ok(mut map) => {
+                let starts = pending.is_turn() && !map.values().any(Pending::is_turn);
+                map.insert(number, pending);
+                starts
+            }
+            Err(_) => false,
+        };
+        if starts_turn {
+            on_start();
         }
         let request = Message::Request(Request {
             id: RequestId::Number(number),
@@ -144,7 +167,7 @@ impl WorkerLink {
             }
             return Err(RpcError::closed());
         }
-        Ok(())
+        Ok(starts_turn)
     }
 
     /// Sends a request and waits for its answer (the reader must be running).
@@ -289,4 +312,71 @@ async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Option<St
         return None;
     }
     String::from_utf8(buffer).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link whose lines go nowhere (kept readable so sends succeed).
+    fn link() -> (WorkerLink, mpsc::Receiver<String>) {
+        let (lines, queued) = mpsc::channel(WORKER_QUEUE);
+        let link = WorkerLink {
+            lines,
+            pending: Arc::default(),
+            next_id: Arc::new(AtomicI64::new(1)),
+            close: CancellationToken::new(),
+            pid: 0,
+        };
+        (link, queued)
+    }
+
+    fn prompt() -> Pending {
+        Pending::ChildTurn
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn of_two_prompts_sent_at_once_exactly_one_starts_the_turn() {
+        for _ in 0..200 {
+            let (link, mut queued) = link();
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let send = |link: WorkerLink, barrier: Arc<tokio::sync::Barrier>| async move {
+                barrier.wait().await;
+                let mut announced = false;
+                let started = link
+                    .send_turn_request("session/prompt", Value::Null, prompt(), || announced = true)
+                    .await;
+                (started, announced)
+            };
+            let one = tokio::spawn(send(link.clone(), barrier.clone()));
+            let two = tokio::spawn(send(link.clone(), barrier));
+            let (one, two) = (one.await.unwrap(), two.await.unwrap());
+            assert_eq!(one.0.clone().unwrap(), one.1, "announced exactly when it started");
+            assert_eq!(two.0.clone().unwrap(), two.1);
+            assert!(one.1 ^ two.1, "one start: {one:?} {two:?}");
+            assert!(queued.recv().await.is_some() && queued.recv().await.is_some());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_prompt_after_the_running_one_is_answered_starts_a_new_turn() {
+        let (link, _queued) = link();
+        assert!(
+            link.send_turn_request("session/prompt", Value::Null, prompt(), || {}).await.unwrap()
+        );
+        assert!(
+            !link.send_turn_request("session/prompt", Value::Null, prompt(), || {}).await.unwrap()
+        );
+        let other = Pending::Daemon(oneshot::channel().0);
+        assert!(
+            !link.send_turn_request("session/set_mode", Value::Null, other, || {}).await.unwrap()
+        );
+        assert!(link.answered(&RequestId::Number(1)).is_some());
+        assert!(link.turn_running(), "the second prompt still runs");
+        assert!(link.answered(&RequestId::Number(2)).is_some());
+        assert!(!link.turn_running());
+        assert!(
+            link.send_turn_request("session/prompt", Value::Null, prompt(), || {}).await.unwrap()
+        );
+    }
 }

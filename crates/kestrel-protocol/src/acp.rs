@@ -234,6 +234,9 @@ pub mod kestrel {
         /// How the turn ended; absent when it started, or when it failed with an error.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub stop_reason: Option<StopReason>,
+        /// Why the turn failed (the prompt's error message) when it ended with an error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub error: Option<String>,
     }
 }
 
