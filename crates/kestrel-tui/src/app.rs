@@ -51,20 +51,26 @@ pub(crate) struct Turn {
     pub(crate) interrupted: bool,
     /// It was stopped to send a new message at once (Tab while it ran).
     pub(crate) steered: bool,
-    /// This UI sent its prompt: the prompt's answer ends it. Otherwise (another
-    /// client's turn) the daemon's `_kestrel/session/turn` does.
-    pub(crate) ours: bool,
+    /// The prompt this UI sent for it: the prompt's answer ends the turn (and a refused
+    /// prompt goes back to the queue). `None` for another client's turn, which the
+    /// daemon's `_kestrel/session/turn` ends.
+    pub(crate) sent: Option<Prompt>,
 }
 
 impl Turn {
     /// A turn this UI's prompt started.
-    pub(crate) fn ours() -> Self {
-        Self { started: Instant::now(), interrupted: false, steered: false, ours: true }
+    pub(crate) fn ours(prompt: Prompt) -> Self {
+        Self { sent: Some(prompt), ..Self::observed() }
     }
 
     /// A turn someone else started, seen running here.
     pub(crate) fn observed() -> Self {
-        Self { ours: false, ..Self::ours() }
+        Self { started: Instant::now(), interrupted: false, steered: false, sent: None }
+    }
+
+    /// Whether this UI's prompt started it.
+    pub(crate) fn is_ours(&self) -> bool {
+        self.sent.is_some()
     }
 }
 
@@ -148,6 +154,10 @@ pub(crate) struct App {
     /// A `_kestrel/session/turn` of the session being loaded, newer than the load's
     /// answer (it may be handled before that answer): running or not.
     pub(crate) turn_seen_while_opening: Option<bool>,
+    /// The daemon's latest word on the open session's turn (whoever runs it): running.
+    pub(crate) turn_running_remotely: bool,
+    /// Refusals in a row of this UI's prompt because a turn ran ("already running").
+    pub(crate) busy_refusals: u8,
     /// The worker sent a notice while compacting (it says what was done).
     pub(crate) compaction_noticed: bool,
 }
@@ -200,6 +210,8 @@ impl App {
             children: std::collections::HashMap::new(),
             compacting: false,
             turn_seen_while_opening: None,
+            turn_running_remotely: false,
+            busy_refusals: 0,
             compaction_noticed: false,
         };
         if app.resume.is_none() {
@@ -425,7 +437,13 @@ impl App {
             }
             AppEvent::PromptFinished { session_id, result } => {
                 if self.session_id() == Some(session_id.as_str()) {
+                    self.busy_refusals = 0;
                     self.turn_finished(result);
+                }
+            }
+            AppEvent::PromptRefusedBusy { session_id, message } => {
+                if self.session_id() == Some(session_id.as_str()) {
+                    self.prompt_refused_busy(message);
                 }
             }
             AppEvent::Sessions { purpose, result } => self.sessions_listed(purpose, result),
@@ -630,9 +648,9 @@ impl App {
         let Some(prompt) = self.queue.pop_front() else { return };
         let blocks = crate::mention::prompt_blocks(&prompt, &self.session_cwd);
         client::prompt(connection, session_id.clone(), blocks, self.events.clone());
-        self.transcript.push(Cell::User(prompt.text));
+        self.transcript.push(Cell::User(prompt.text.clone()));
         self.transcript.scroll_to_bottom();
-        self.turn = Some(Turn::ours());
+        self.turn = Some(Turn::ours(prompt));
         self.restarted_in_turn = false;
         self.withdrawn.clear();
         self.status.link = LinkState::Working;

@@ -184,10 +184,21 @@ pub(crate) fn prompt(
             Ok(answer) => serde_json::from_value::<acp::PromptResponse>(answer)
                 .map(|response| response.stop_reason)
                 .map_err(|error| format!("bad session/prompt answer: {error}")),
+            Err(error) if is_busy_refusal(&error) => {
+                let message = error.message;
+                let _ = events.send(AppEvent::PromptRefusedBusy { session_id, message }).await;
+                return;
+            }
             Err(error) => Err(error.message),
         };
         let _ = events.send(AppEvent::PromptFinished { session_id, result }).await;
     });
+}
+
+/// The worker's refusal of a prompt while a turn of the session runs (another client's
+/// prompt reached it first): invalid request, "a prompt is already running".
+fn is_busy_refusal(error: &RpcError) -> bool {
+    error.code == RpcError::INVALID_REQUEST && error.message.contains("already running")
 }
 
 /// `session/cancel` (a notification): the running turn stops.

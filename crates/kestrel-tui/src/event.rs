@@ -67,6 +67,12 @@ pub(crate) enum AppEvent {
         session_id: String,
         result: Result<acp::StopReason, String>,
     },
+    /// A `session/prompt` was refused because a turn of the session runs (another
+    /// client's): nothing was sent to the model.
+    PromptRefusedBusy {
+        session_id: String,
+        message: String,
+    },
     Sessions {
         purpose: SessionsPurpose,
         result: Result<Vec<SessionEntry>, String>,

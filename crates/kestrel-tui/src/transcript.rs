@@ -101,6 +101,22 @@ impl Transcript {
         self.push(Cell::Thought(text.to_owned()));
     }
 
+    /// Takes back the last user message if it is `text` (a prompt that was refused, not
+    /// sent): cells after it stay, in order.
+    pub(crate) fn remove_last_user(&mut self, text: &str) {
+        let last_user = self.entries.iter().rposition(|entry| matches!(&entry.cell, Cell::User(_)));
+        let Some(index) = last_user else { return };
+        if !matches!(&self.entries[index].cell, Cell::User(user) if user == text) {
+            return;
+        }
+        self.entries.remove(index);
+        for position in self.tools.values_mut() {
+            if *position > index {
+                *position -= 1;
+            }
+        }
+    }
+
     /// Appends a user message; consecutive chunks of one replayed message join.
     pub(crate) fn push_user_chunk(&mut self, text: &str, continues: bool) {
         if continues && let Some(Cell::User(user)) = self.touch_last() {

@@ -11,6 +11,10 @@ use crate::status::LinkState;
 use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::Incoming;
 
+/// Refusals in a row ("a prompt is already running") with no running turn announced,
+/// after which a prompt goes back into the composer rather than again to the worker.
+const MAX_BUSY_REFUSALS: u8 = 3;
+
 impl App {
     pub(crate) fn incoming(&mut self, message: Incoming) {
         match message {
@@ -86,9 +90,11 @@ impl App {
         }
     }
 
-    /// The daemon says a turn of a session started or ended (whoever prompted it). Only
-    /// turns this UI did not start are tracked this way: its own end with their answer.
-    fn session_turn(&mut self, turn: acp::kestrel::SessionTurnNotification) {
+    /// The daemon says a turn of a session started or ended (whoever prompted it). Every
+    /// notice is remembered (a prompt refused as "already running" waits for the end of
+    /// what runs); a turn this UI did not start is shown from them, its own ends with
+    /// its prompt's answer.
+    pub(crate) fn session_turn(&mut self, turn: acp::kestrel::SessionTurnNotification) {
         let id = turn.session_id.0.as_ref();
         match &self.session {
             SessionState::Open(open) if open == id => {}
@@ -99,14 +105,17 @@ impl App {
             }
             SessionState::Open(_) | SessionState::Opening(_) | SessionState::None => return,
         }
+        self.turn_running_remotely = turn.running;
         match (&self.turn, turn.running) {
             (None, true) => {
                 self.turn = Some(Turn::observed());
                 self.status.link = LinkState::Working;
                 self.urgent = true;
             }
-            (Some(running), false) if !running.ours => {
-                let result = turn.stop_reason.ok_or_else(|| "it ended with an error".to_owned());
+            (Some(running), false) if !running.is_ours() => {
+                let result = turn.stop_reason.ok_or_else(|| {
+                    turn.error.unwrap_or_else(|| "it ended with an error".to_owned())
+                });
                 self.turn_finished(result);
             }
             (Some(_), _) | (None, false) => {}
@@ -117,10 +126,43 @@ impl App {
     /// until the daemon says the turn ended; the prompts typed meanwhile wait for it.
     pub(crate) fn observe_turn_on_open(&mut self, running_at_answer: bool) {
         let running = self.turn_seen_while_opening.take().unwrap_or(running_at_answer);
+        self.turn_running_remotely = running;
         if running && self.turn.is_none() {
             self.turn = Some(Turn::observed());
             self.status.link = LinkState::Working;
         }
+    }
+
+    /// The worker refused this UI's prompt because another client's turn runs (its
+    /// prompt got there first). The prompt is never lost: it goes back to the front of
+    /// the queue and the running turn is shown; it is sent when that turn ends (at once
+    /// when its end was already heard). Refused again and again with no turn announced,
+    /// it goes back into the composer instead, with the reason.
+    pub(crate) fn prompt_refused_busy(&mut self, message: String) {
+        let Some(turn) = self.turn.take() else { return };
+        let Some(prompt) = turn.sent else {
+            self.turn = Some(turn);
+            return;
+        };
+        self.transcript.remove_last_user(&prompt.text);
+        self.queue.push_front(prompt);
+        self.busy_refusals = self.busy_refusals.saturating_add(1);
+        if self.turn_running_remotely {
+            self.turn = Some(Turn::observed());
+            self.status.link = LinkState::Working;
+        } else if self.busy_refusals < MAX_BUSY_REFUSALS {
+            self.status.link = LinkState::Ready;
+            self.pump();
+        } else {
+            self.busy_refusals = 0;
+            self.status.link = LinkState::Ready;
+            self.requeue_into_composer();
+            self.notice(
+                NoticeLevel::Warning,
+                format!("not sent, it is back in the composer: {message}"),
+            );
+        }
+        self.urgent = true;
     }
 
     /// A frame was flushed: a prompt at the front seen for the first time starts its
@@ -234,3 +276,6 @@ pub(crate) fn chunk_text(block: &acp::ContentBlock) -> String {
         _ => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests;

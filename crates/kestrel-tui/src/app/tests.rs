@@ -7,7 +7,7 @@ async fn leaving_a_running_session_says_so_and_detaches_its_subagents_too() {
     let (mut app, _dir, _events) = test_support::app();
     let (_daemon, mut sent) = test_support::connect(&mut app);
     app.session = SessionState::Open("s1".into());
-    app.turn = Some(Turn::ours());
+    app.turn = Some(Turn::ours(crate::composer::Prompt::text("q")));
     app.children.insert("child1".into(), "call1".into());
     app.approvals.push_back(test_support::approval("child1"));
     app.new_session();
