@@ -20,20 +20,22 @@ contiguous: TUI-only, TUI+worker, TUI+daemon, all three, daemon-only, daemon+wor
 worker-only, then what only the short commands ran. Within a group, original address
 order (keeps each crate's code together).
 
-The list names symbols of one build. A symbol's hash comes from its crate's `-C metadata`,
-which cargo derives from the crate's version, dependencies, features, profile and RUSTFLAGS
-(not from its source): editing code keeps the names, but a dependency added to a crate
-renames the symbols of that crate and of every crate above it, and so do a version bump,
-a new toolchain or RUSTFLAGS. Names not found are skipped by the linker (only the layout
-suffers), so the list is made for, and checked against, the plain release build
-(`cargo build --release`, no RUSTFLAGS). `.ci/run` links with a map and runs `--check`:
-it fails when less than 90% of the listed functions are in the build. Then run this
-script (about 5 minutes: two release links and a minute under valgrind) and commit the
-file.
+The list names symbols. With v0 mangling (.cargo/config.toml) a function's name is its
+path plus its crate's disambiguator, which cargo derives from the crate's `-C metadata`:
+version, dependencies, features, profile and toolchain (not RUSTFLAGS, not the source).
+So editing code keeps names (a renamed, moved, inlined or new function aside), while a
+dependency added to a crate renames the functions of that crate and of every crate above
+it, and so do a version bump and a new toolchain. A build whose RUSTFLAGS drop the v0
+setting gets legacy names, which the list does not hold. Names not found are skipped by
+the linker (only the layout suffers). `.ci/run` links with a map and runs `--check`: it
+fails when less than 90% of the listed functions, or of those of Kestrel's own crates,
+are in the build. Then run this script (about 5 minutes: two release links and a minute
+under valgrind) and commit the file.
 """
 
 import argparse
 import bisect
+import json
 import os
 import re
 import shutil
@@ -67,6 +69,7 @@ def build(work: Path) -> tuple:
     """The release binary with its link map, and the scripted model server."""
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     link_map = work / "kestrel.map"
+    # RUSTFLAGS would replace .cargo/config.toml's v0 mangling, which the names rely on.
     env = {key: value for key, value in os.environ.items() if key != "RUSTFLAGS"}
     env["KESTREL_LINK_MAP"] = str(link_map)
     for package, binary in (("kestrel-cli", "kestrel"), ("kestrel-testkit", "scripted-model")):
@@ -95,8 +98,16 @@ def functions(link_map: Path) -> tuple:
     return [row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows]
 
 
-def role_of(command: str) -> str:
-    words = command.split()[1:]
+def role_of(command: str, binary: Path) -> str:
+    """The process a callgrind file is of, from its command line (`BINARY ARGS...`; the
+    binary's path may hold spaces, so it is matched whole, as given or resolved)."""
+    command = command.strip()
+    for path in (str(binary), os.path.realpath(binary)):
+        if command == path or command.startswith(path + " "):
+            words = command[len(path):].split()
+            break
+    else:
+        return "other"
     if words == ["daemon"]:  # started by `daemon start` or a client (kestrel-daemon client.rs)
         return "daemon"
     if words == ["worker"]:
@@ -109,17 +120,37 @@ def role_of(command: str) -> str:
 def executed(out_dir: Path, binary: Path) -> dict:
     """Role -> executed addresses in `binary`, from every callgrind file in `out_dir`."""
     by_role = {role: set() for role in ROLES}
+    objects = {str(binary), os.path.realpath(binary)}
     for path in out_dir.glob("cg.*"):
         text = path.read_text(errors="replace")
         command = re.search(r"^cmd:\s*(.*)$", text, re.M)
-        role = role_of(command.group(1)) if command else "command"
+        role = role_of(command.group(1), binary) if command else "other"
+        if role == "other":
+            continue
         inside = False
         for line in text.splitlines():
             if line.startswith("ob="):
-                inside = line[3:].strip() == str(binary)
+                inside = line[3:].strip() in objects
             elif inside and line.startswith("0x"):
                 by_role[role].add(int(line.split(None, 1)[0], 16))
     return by_role
+
+
+def tool_errors(home: Path) -> list:
+    """Tool results of every recorded session that are errors: a profile of a failed call
+    would miss the tool's code."""
+    errors = []
+    for record in (home / "sessions").rglob("*.jsonl"):
+        if record.name == "index.jsonl":
+            continue
+        for line in record.read_text().splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if item.get("type") == "tool_result" and item.get("is_error"):
+                errors.append(f"{record.name}: {str(item.get('output'))[:200]}")
+    return errors
 
 
 def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
@@ -138,7 +169,7 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
         [tool_step("shell", {"command": "echo hi"}), step("turn one done")],
         [tool_step("read_file", {"path": "notes.txt"}), tool_step("grep", {"pattern": "gamma"}),
          step("turn two done")],
-        [tool_step("apply_patch", {"input": patch}), step("turn three done")],
+        [tool_step("apply_patch", {"patch": patch}), step("turn three done")],
     ]
     steps = [item for turn in turns for item in turn]
     with ScriptedServer(scripted, steps, work) as server:
@@ -146,10 +177,11 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
         (home / "config.toml").write_text((home / "config.toml").read_text().replace(
             'model = "scripted/test-model"\n', 'model = "scripted/test-model"\nmode = "yolo"\n'))
         env = clean_env(KESTREL_HOME=home)
-        subprocess.run([*valgrind, str(kestrel), "daemon", "start"], env=env, cwd=cwd,
-                       check=True, capture_output=True, timeout=TIMEOUT)
-        session = tui.TuiSession([*valgrind, str(kestrel)], env, cwd)
+        session = None
         try:
+            subprocess.run([*valgrind, str(kestrel), "daemon", "start"], env=env, cwd=cwd,
+                           check=True, capture_output=True, timeout=TIMEOUT)
+            session = tui.TuiSession([*valgrind, str(kestrel)], env, cwd)
             session.wait_for("daemon ready", timeout=TIMEOUT)
             for number, prompt in enumerate(("one", "two", "three")):
                 session.type(f"turn {prompt}")
@@ -164,7 +196,7 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
             session.type("\x03")
             session.proc.wait(timeout=TIMEOUT)
         finally:
-            if session.proc.poll() is None:
+            if session and session.proc.poll() is None:
                 os.killpg(session.proc.pid, signal.SIGKILL)
                 session.proc.wait()
             subprocess.run([*valgrind, str(kestrel), "daemon", "stop"], env=env, cwd=cwd,
@@ -175,7 +207,12 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
         Kestrel.configure(home, server.base_url)
         for argv in (["exec", "say hi"], ["sessions"]):
             subprocess.run([*valgrind, str(kestrel), *argv], env=env, cwd=cwd,
-                           capture_output=True, timeout=TIMEOUT)
+                           check=True, capture_output=True, timeout=TIMEOUT)
+    if "BETA" not in (cwd / "notes.txt").read_text():
+        raise SystemExit("the profiled apply_patch call did not apply its patch")
+    errors = tool_errors(home)
+    if errors:
+        raise SystemExit("profiled tool calls failed:\n" + "\n".join(errors))
 
 
 def order(starts, ends, names, by_role) -> list:
@@ -201,21 +238,28 @@ def order(starts, ends, names, by_role) -> list:
 
 
 def check(link_map: Path) -> int:
-    """0 when most of hot-symbols.txt names functions of the build that wrote `link_map`."""
+    """0 when hot-symbols.txt still names the functions of the build that wrote `link_map`:
+    at least CHECK_THRESHOLD of all its names, and of the names of Kestrel's own crates
+    (those are the ones source changes can remove; dependencies' names only change with
+    their versions)."""
     _, _, names = functions(link_map)
     present = set(names)
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
-    found = sum(1 for name in listed if name in present)
-    share = found / len(listed) if listed else 0.0
-    print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(listed)} functions are in this build "
-          f"({share:.0%})")
-    if share >= CHECK_THRESHOLD:
+    own = [name for name in listed if "kestrel" in name]
+    failed = False
+    for label, group in (("all", listed), ("Kestrel's own crates", own)):
+        found = sum(1 for name in group if name in present)
+        share = found / len(group) if group else 0.0
+        print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(group)} functions ({label}) are in "
+              f"this build ({share:.0%})")
+        failed |= share < CHECK_THRESHOLD
+    if not failed:
         return 0
-    print(f"Fewer than {CHECK_THRESHOLD:.0%}: the code layout no longer applies (a dependency, "
-          "version or toolchain change renamed the symbols), and each process of a session "
-          "holds megabytes more code (bench/RESULTS.md). Regenerate it from a clean checkout "
-          "with `python3 bench/kbench/layout.py` (plain release build, no RUSTFLAGS) and "
-          "commit crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
+    print(f"Fewer than {CHECK_THRESHOLD:.0%}: the code layout no longer fits this build (functions "
+          "renamed or gone: a dependency, version or toolchain change, or code moved), and each "
+          "process of a session holds megabytes more code (bench/RESULTS.md). Regenerate it with "
+          "`python3 bench/kbench/layout.py` and commit crates/kestrel-cli/hot-symbols.txt.",
+          file=sys.stderr)
     return 1
 
 
@@ -227,6 +271,8 @@ def main() -> int:
     arguments = parser.parse_args()
     if arguments.check:
         return check(Path(arguments.check))
+    if not shutil.which("valgrind"):
+        raise SystemExit("valgrind is needed (Debian: apt-get install valgrind)")
     work = Path(arguments.keep or tempfile.mkdtemp(prefix="kestrel-layout-"))
     work.mkdir(parents=True, exist_ok=True)
     out_dir = work / "callgrind"
@@ -242,6 +288,8 @@ def main() -> int:
             indices = [i for i, roles in roles_of.items() if role in roles]
             size = sum(ends[i] - starts[i] for i in indices)
             print(f"{role:8} {len(indices):6d} functions, {size / 1024:7.0f} KB of code")
+            if not indices:
+                raise SystemExit(f"no function ran in the {role} process: nothing written")
         labels = ["+".join(sorted(g)) for g in GROUP_ORDER] + ["commands only"]
         print("groups:", ", ".join(f"{label} {size}" for label, size in zip(labels, sizes)))
         if not arguments.dry_run:
