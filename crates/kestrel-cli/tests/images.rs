@@ -256,3 +256,40 @@ async fn a_prompt_image_no_provider_takes_is_left_out_and_the_text_is_sent() {
     assert!(error.message.contains("image/bmp"), "{error:?}");
     assert_eq!(model_requests(&test.env).len(), 1);
 }
+
+/// Through the daemon, a client that advertised `session.notices` is told that a prompt's
+/// image was left out by a `notice`; a client that did not (attached to the same session)
+/// reads it as an agent message, as it reads the daemon's restart notices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_left_out_prompt_image_reaches_clients_through_the_daemon_as_they_asked() {
+    let test = DaemonTest::new(Script::new([Step::text("Fine without it.")]));
+    cache_catalog(&test.env, VISION_CATALOG);
+    let mut notices = daemon_support::AcpClient::spawn(&test);
+    let with_notices =
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}});
+    notices.request("initialize", with_notices).await.unwrap();
+    let cwd = test.env.work_path();
+    let session = notices.new_session(&cwd).await;
+    let mut plain = test.client().await;
+    plain.load(&session, &cwd).await.unwrap();
+    let svg = json!([
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
+    ]);
+    let answer = notices
+        .request("session/prompt", json!({"sessionId": session, "prompt": svg}))
+        .await
+        .unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    let notice = notices.wait_update(&session, "notice").await;
+    let title = notice["title"].as_str().unwrap_or_default();
+    assert!(title.starts_with("an image in the prompt was not sent (image/svg+xml"), "{notice}");
+    plain
+        .wait_for("the left-out image as an agent message", |event| {
+            matches!(event, daemon_support::Event::Notification(n)
+                if n.params["update"]["content"]["text"].as_str().is_some_and(|text|
+                    text.contains("[kestrel] an image in the prompt was not sent")))
+        })
+        .await;
+    assert!(plain.updates(&session).iter().all(|update| update["sessionUpdate"] != "notice"));
+}

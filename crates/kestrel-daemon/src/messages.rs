@@ -49,14 +49,26 @@ pub(crate) fn client_wants_notices(params: &Value) -> Result<bool, String> {
 }
 
 /// The `initialize` the daemon sends a worker: no client file system or terminal (the
-/// worker uses its own tools) and no notices (not every client shows them).
+/// worker uses its own tools) and notices, which the daemon passes on as each client
+/// asked ([`notice_for_client`]).
 pub(crate) fn initialize_worker_request() -> Value {
     let info = acp::Implementation::new("kestrel-daemon", env!("CARGO_PKG_VERSION"));
+    let session = acp::ClientSessionCapabilities::new().notices(acp::NoticeCapabilities::new());
     to_value(
         acp::InitializeRequest::new(acp::ProtocolVersion::V1)
-            .client_capabilities(acp::ClientCapabilities::new())
+            .client_capabilities(acp::ClientCapabilities::new().session(session))
             .client_info(info),
     )
+}
+
+/// A worker's `notice` update as a client that did not advertise `session.notices` gets
+/// it: an agent message, as [`restart_notice`] says it. `None` for any other update.
+pub(crate) fn notice_for_client(session_id: &str, update: &Value) -> Option<Value> {
+    if update.get("sessionUpdate").and_then(Value::as_str) != Some("notice") {
+        return None;
+    }
+    let title = update.get("title").and_then(Value::as_str).unwrap_or("notice");
+    Some(restart_notice(session_id, title, false))
 }
 
 /// `session/list`'s answer: every session of the store (filtered by `cwd` when the

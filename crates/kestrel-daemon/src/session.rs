@@ -243,6 +243,19 @@ impl LiveSession {
             client.send_line(line.to_owned());
         }
     }
+
+    /// Relays a worker's `notice` update: `line` as it is to clients that advertised
+    /// `session.notices`, `plain` (the same text as an agent message) to the others.
+    pub(crate) fn fan_out_notice(&self, line: &str, plain: &Value) {
+        let clients: Vec<Arc<ClientLink>> = self.state().clients.values().cloned().collect();
+        for client in clients {
+            if client.wants_notices() {
+                client.send_line(line.to_owned());
+            } else {
+                client.notify("session/update", plain.clone());
+            }
+        }
+    }
 }
 
 /// The error for a request naming a session that has no worker.

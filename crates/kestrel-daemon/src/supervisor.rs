@@ -314,6 +314,7 @@ fn handle_message(
 }
 
 fn relay_notification(session: &LiveSession, notification: Notification, raw: String) {
+    let mut plain = None;
     {
         let mut state = session.state();
         if state.replaying {
@@ -323,9 +324,13 @@ fn relay_notification(session: &LiveSession, notification: Notification, raw: St
             && let Some(update) = notification.params.get("update")
         {
             messages::apply_to_snapshot(&mut state.snapshot, update);
+            plain = messages::notice_for_client(session.id().unwrap_or_default(), update);
         }
     }
-    session.fan_out(&raw);
+    match plain {
+        Some(plain) => session.fan_out_notice(&raw, &plain),
+        None => session.fan_out(&raw),
+    }
 }
 
 fn handle_request(
@@ -463,10 +468,11 @@ fn attach_with_history(
     let session_id = session.id().unwrap_or_default().to_owned();
     if let Some(updates) = history.get("updates").and_then(Value::as_array) {
         for update in updates {
-            client.notify_history(
-                "session/update",
-                messages::session_update(&session_id, update.clone()),
-            );
+            let plain = messages::notice_for_client(&session_id, update)
+                .filter(|_| !client.wants_notices());
+            let params =
+                plain.unwrap_or_else(|| messages::session_update(&session_id, update.clone()));
+            client.notify_history("session/update", params);
         }
     }
     session.attach(client);
