@@ -1,7 +1,7 @@
 """TUI start-up in a pty, the RSS of the whole process tree (idle before any session,
-idle with a worker after one short turn, and after a 50-turn session, each also per
-process), and Enter to a scripted reply on screen. Until `kestrel` paints a screen these
-rows read "not built yet".
+idle with a worker after a first turn that ran tools, over several fresh sessions, and
+after a 50-turn session, each also per process), and Enter to a scripted reply on
+screen. Until `kestrel` paints a screen these rows read "not built yet".
 
 First paint: from spawn to the first printable text on the pty (120x40); the queries a
 TUI sends first (cursor position, device attributes, colours) are answered as a
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .agents import Codex, Kestrel, clean_env
-from .measure import BenchError, ScriptedServer, run_process, step
+from .measure import BenchError, ScriptedServer, run_process, step, tool_step
 import unicodedata
 
 COLUMNS, ROWS = 120, 40
@@ -213,26 +213,38 @@ def session_breakdown(tui_pid, daemon_pid) -> dict:
 
 
 def add_breakdown(ctx, measure, breakdowns, note):
-    """The tree row (summed VmRSS) and one row per role, their Pss and private memory
-    (medians over `breakdowns`) in the note."""
+    """The tree row (summed VmRSS over `breakdowns`, one per session: median, min–max, n)
+    and one row per role from the median session by summed VmRSS (the lower of the two
+    middle ones when n is even), so the role rows add up to the tree row's median; their
+    Pss, private and file-backed memory in the note, and with several sessions the
+    role's range over them."""
 
     def mb(kb):
         return kb / 1024.0
 
-    totals = [sum(b[role]["rss"] for role in ROLES) for b in breakdowns]
-    pss = sorted(sum(b[role]["pss"] for role in ROLES) for b in breakdowns)[len(breakdowns) // 2]
-    ctx.results.add("tui", measure, [mb(kb) for kb in totals], "MB",
-                    f"{note}; summed VmRSS; summed Pss {mb(pss):.2f} MB (the binary's shared "
+    def total(breakdown):
+        return sum(breakdown[role]["rss"] for role in ROLES)
+
+    ordered = sorted(breakdowns, key=total)
+    middle = ordered[(len(ordered) - 1) // 2]
+    which = "the median session's" if len(breakdowns) > 1 else "the session's"
+    ctx.results.add("tui", measure, [mb(total(b)) for b in breakdowns], "MB",
+                    f"{note}; summed VmRSS; {which} summed Pss "
+                    f"{mb(sum(middle[role]['pss'] for role in ROLES)):.2f} MB (the binary's shared "
                     "text counted once)")
     for role in ROLES:
-        values = [b[role] for b in breakdowns]
-        middle = sorted(values, key=lambda v: v["rss"])[len(values) // 2]
-        if middle["count"] == 0:
+        figures = middle[role]
+        if figures["count"] == 0:
             ctx.results.missing("tui", f"{measure}: {role}", "no process", note)
             continue
-        ctx.results.add("tui", f"{measure}: {role}", [mb(v["rss"]) for v in values], "MB",
-                        f"VmRSS; Pss {mb(middle['pss']):.2f}, private {mb(middle['private']):.2f}, "
-                        f"file-backed {mb(middle['file']):.2f} MB; {middle['count']} process(es)")
+        spread = ""
+        if len(breakdowns) > 1:
+            values = sorted(mb(b[role]["rss"]) for b in breakdowns)
+            spread = f"; {values[0]:.2f}–{values[-1]:.2f} MB over the {len(values)} sessions"
+        ctx.results.add("tui", f"{measure}: {role}", [mb(figures["rss"])], "MB",
+                        f"VmRSS ({which}); Pss {mb(figures['pss']):.2f}, private "
+                        f"{mb(figures['private']):.2f}, file-backed {mb(figures['file']):.2f} MB; "
+                        f"{figures['count']} process(es){spread}")
 
 
 def daemon_idle(ctx, settle_s: float = 1.0):
@@ -505,28 +517,85 @@ class TuiSession:
 
 
 TURNS = 50
+# The answer of the first turn, after its tool calls.
+TOOLS_ANSWER = "kbench-tools-done"
+# The file the first turn reads, greps and patches, created in each session's cwd.
+NOTES = "notes.txt"
+NOTES_BEFORE = "alpha\nbeta\ngamma\n"
+NOTES_AFTER = "alpha\nBETA\ngamma\n"
+PATCH = f"*** Begin Patch\n*** Update File: {NOTES}\n@@\n alpha\n-beta\n+BETA\n*** End Patch\n"
+# What the screen shows for each tool call of the first turn once it succeeded.
+TOOL_CELLS = ("✓ shell: echo hi", f"✓ read_file: {NOTES}", "✓ grep: gamma", f"✓ apply_patch: {NOTES}")
+TOOLS_NOTE = "its first turn ran shell, read_file, grep and apply_patch (mode auto)"
 
 
-def _session_measures(ctx):
-    """One UI session against the scripted model, daemon up: a first turn (it starts
-    the worker), then the idle memory of the tree 1 s after its reply, per process:
-    what a user with a session open holds; `runs` timed turns (Enter to the reply fully
-    on screen: the reply is one short line, so it is on screen once its text is), then
-    turns up to TURNS and the idle memory again 1 s after the last reply."""
-    timed = max(ctx.runs, 1)
-    replies = [f"kbench-reply-{turn:03d}" for turn in range(TURNS)]
-    home = ctx.work / "home-tui-session"
-    shutil.rmtree(home, ignore_errors=True)
+def idle_sessions(runs: int) -> int:
+    """How many fresh sessions the idle row takes its median over."""
+    return max(3, min(runs, 5))
+
+
+def tools_turn() -> list:
+    """The scripted steps of a first turn as a user's: shell, read_file, grep and
+    apply_patch (argument `patch`, as kestrel-tools' apply_patch takes it), then the
+    answer. A session that ran tools holds more in its worker than one that only chatted."""
+    return [tool_step("shell", {"command": "echo hi"}),
+            tool_step("read_file", {"path": NOTES}),
+            tool_step("grep", {"pattern": "gamma"}),
+            tool_step("apply_patch", {"patch": PATCH}),
+            step(TOOLS_ANSWER)]
+
+
+def _check_tools_turn(session, cwd: Path):
+    """Fails unless the first turn's tools all succeeded: a ✓ cell for each on screen,
+    no ✗, and the patch applied to the file. A broken session must not be measured."""
+    screen = session.screen.text()
+    lines = screen.splitlines()
+    missing = [cell for cell in TOOL_CELLS if cell not in screen]
+    # A failed cell's next line carries the error.
+    failed = [" ".join(lines[i:i + 2]) for i, line in enumerate(lines) if "✗" in line]
+    if missing or failed:
+        raise BenchError(f"the tools turn did not succeed: not shown {missing}, failed {failed}; "
+                         f"the screen:\n{screen}")
+    patched = (cwd / NOTES).read_text()
+    if patched != NOTES_AFTER:
+        raise BenchError(f"apply_patch did not patch {NOTES}: it holds {patched!r}")
+
+
+def _run_session(ctx, name: str, replies: list, timed: int):
+    """A fresh session: its own home (mode auto) and cwd, the daemon started, the TUI
+    started, the tools turn (checked), 1 s idle and the tree's breakdown; then one turn
+    per reply (Enter to reply timed for the first `timed`), 1 s idle and the breakdown
+    again if there were any; the TUI closed and the daemon stopped. Returns (breakdown
+    after the first turn, Enter-to-reply ms, breakdown after the last turn or None)."""
+    home, cwd = ctx.work / f"home-{name}", ctx.work / f"cwd-{name}"
+    for path in (home, cwd):
+        shutil.rmtree(path, ignore_errors=True)
+    cwd.mkdir(parents=True)
+    (cwd / NOTES).write_text(NOTES_BEFORE)
     enter_ms = []
-    after_one = after_all = None
-    with ScriptedServer(ctx.scripted_model, [step(reply) for reply in replies], ctx.work) as server:
+    after_all = None
+    with ScriptedServer(ctx.scripted_model, tools_turn() + [step(reply) for reply in replies],
+                        ctx.work) as server:
         Kestrel.configure(home, server.base_url)
+        # Without a mode the TUI asks before apply_patch; auto is what a user leaves on.
+        config = home / "config.toml"
+        config.write_text('mode = "auto"\n' + config.read_text())
         env = clean_env(KESTREL_HOME=home)
-        _daemon(ctx, env, "start")
-        session = TuiSession([str(ctx.kestrel)], env, ctx.work)
+        if not _daemon(ctx, env, "start"):
+            raise BenchError("`kestrel daemon start` failed")
+        session = None
         try:
+            session = TuiSession([str(ctx.kestrel)], env, cwd)
             session.wait_for("daemon ready")
             daemon = int((home / "run" / "daemon.pid").read_text().strip())
+            session.type("run the tools")
+            session.wait_for("› run the tools")
+            session.type("\r")
+            session.wait_for(TOOLS_ANSWER, timeout=30.0)  # the worker starts with this turn
+            session.wait_for("● ready")
+            _check_tools_turn(session, cwd)
+            time.sleep(1.0)
+            after_one = session_breakdown(session.proc.pid, daemon)
             for turn, reply in enumerate(replies):
                 prompt = f"question {turn:03d}"
                 session.type(prompt)
@@ -534,25 +603,43 @@ def _session_measures(ctx):
                 sent = time.perf_counter()
                 session.type("\r")
                 shown = session.wait_for(reply, timeout=30.0)
-                # Turn 0 starts the worker: not a reply's latency.
-                if 1 <= turn <= timed:
+                if turn < timed:
                     enter_ms.append((shown - sent) * 1000.0)
                 session.wait_for("● ready")
-                if turn == 0:
-                    time.sleep(1.0)
-                    after_one = session_breakdown(session.proc.pid, daemon)
-            time.sleep(1.0)
-            after_all = session_breakdown(session.proc.pid, daemon)
-        except BenchError as error:
-            for measure in TUI_MEASURES[5:]:
-                ctx.results.missing("tui", measure, "failed", str(error).splitlines()[0][:120])
-            return
+            if replies:
+                time.sleep(1.0)
+                after_all = session_breakdown(session.proc.pid, daemon)
         finally:
-            session.close()
+            if session is not None:
+                session.close()
             _daemon(ctx, env, "stop")
+    return after_one, enter_ms, after_all
+
+
+def _session_measures(ctx):
+    """Sessions against the scripted model whose first turn runs tools (`tools_turn`),
+    as a user's does. Idle after 1 turn: `idle_sessions` fresh sessions, each measured
+    1 s after its first answer (the median session's processes in the per-role rows).
+    One more session goes on to TURNS turns: the Enter-to-reply times (turns 2.., the
+    reply one short line, so on screen once its text is) and the tree 1 s after the last."""
+    idle = "idle RSS of the tree with a worker, after 1 turn"
+    many = f"idle RSS of the tree after a {TURNS}-turn session"
+    try:
+        after_one = [_run_session(ctx, f"tui-session-{index}", [], 0)[0]
+                     for index in range(idle_sessions(ctx.runs))]
+    except BenchError as error:
+        ctx.results.missing("tui", idle, "failed", str(error).splitlines()[0][:200])
+    else:
+        add_breakdown(ctx, idle, after_one,
+                      f"{len(after_one)} fresh sessions, each 1 s after its first answer; {TOOLS_NOTE}")
+    replies = [f"kbench-reply-{turn:03d}" for turn in range(1, TURNS)]
+    try:
+        _, enter_ms, after_all = _run_session(ctx, "tui-session-long", replies, max(ctx.runs, 1))
+    except BenchError as error:
+        for measure in (many, "Enter to reply on screen"):
+            ctx.results.missing("tui", measure, "failed", str(error).splitlines()[0][:200])
+        return
     ctx.results.add("tui", "Enter to reply on screen", enter_ms, "ms",
                     f"{COLUMNS}x{ROWS} pty, daemon and worker up, one-line scripted reply")
-    add_breakdown(ctx, "idle RSS of the tree with a worker, after 1 turn", [after_one],
-                  "the TUI, the daemon and the worker 1 s after the first reply")
-    add_breakdown(ctx, "idle RSS of the tree after a 50-turn session", [after_all],
-                  f"the TUI, the daemon and the worker 1 s after turn {TURNS}")
+    add_breakdown(ctx, many, [after_all],
+                  f"one session, 1 s after turn {TURNS}; {TOOLS_NOTE}")
