@@ -2,24 +2,32 @@
 //! (what `kestrel sessions` does) and `SessionIndex::rebuild`, which scans every record
 //! (what a missing index costs once).
 //!
-//! `cargo bench -p kestrel-store --bench sessions -- [--runs N] [--sessions 10000] [--json]`
-//! `... -- --generate DIR --sessions N` writes such a home and prints nothing else
-//! (bench/run.py lists it end to end with `kestrel sessions`).
+//! `cargo bench -p kestrel-store --bench sessions -- [--runs N] [--sessions 10000]
+//! [--turns 1] [--json]`; `--turns N` gives every session N realistic turns (a prompt,
+//! three model requests with tool calls, the turn's end: what grows the index).
+//! `... -- --generate DIR --sessions N [--turns N]` writes such a home and prints nothing
+//! else (bench/run.py lists it end to end with `kestrel sessions`).
 //! Each run is a fresh child process, so its peak memory is its own.
 
 #![allow(clippy::print_stdout)]
 
 mod support;
 
-use kestrel_protocol::Timestamp;
-use kestrel_store::{KestrelHome, SessionIndex};
+use kestrel_protocol::{
+    RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, StopReason, Timestamp, Usage,
+};
+use kestrel_store::{KestrelHome, SessionIndex, SessionRecord};
 use std::path::Path;
-use support::{BenchResult, Flags, report, run_child, write_session};
+use support::{BenchResult, Filler, Flags, report, run_child, write_session};
 
-/// Items in each generated session: one short finished turn.
+/// Items in each generated session with the default single turn: one short turn.
 const ITEMS_PER_SESSION: usize = 8;
 /// Sessions are spread back in time this far apart, so they fill many day directories.
 const SPACING_MILLIS: i64 = 47 * 60 * 1000;
+/// With `--turns`: a turn starts this long after the previous one...
+const TURN_SPACING_MILLIS: i64 = 60 * 1000;
+/// ...and its items follow each other this far apart.
+const ITEM_SPACING_MILLIS: i64 = 700;
 
 fn main() -> BenchResult<()> {
     let flags = Flags::parse(7)?;
@@ -27,31 +35,105 @@ fn main() -> BenchResult<()> {
         return child(&flags.rest[1..]);
     }
     let counts = flags.counts("--sessions", &[10_000])?;
+    let turns = match flags.value("--turns") {
+        None => None,
+        Some(text) => Some(text.parse::<usize>().map_err(|_| format!("--turns {text:?}"))?),
+    };
     if let Some(dir) = flags.value("--generate") {
         let [count] = counts[..] else { return Err("--sessions takes one count here".into()) };
-        return generate(Path::new(dir), count);
+        return generate(Path::new(dir), count, turns);
     }
     for count in counts {
-        measure(&flags, count)?;
+        measure(&flags, count, turns)?;
     }
     Ok(())
 }
 
-fn generate(dir: &Path, count: usize) -> BenchResult<()> {
+fn generate(dir: &Path, count: usize, turns: Option<usize>) -> BenchResult<()> {
     let home = KestrelHome::at(dir);
     let now = Timestamp::now().millis;
     for index in 0..count {
         let created_at = Timestamp { millis: now - index as i64 * SPACING_MILLIS };
-        write_session(&home, created_at, ITEMS_PER_SESSION, index as u64)?;
+        match turns {
+            None => {
+                write_session(&home, created_at, ITEMS_PER_SESSION, index as u64)?;
+            }
+            Some(turns) => write_turns(&home, created_at, turns, index as u64)?,
+        }
     }
     Ok(())
 }
 
-fn measure(flags: &Flags, count: usize) -> BenchResult<()> {
+/// A session of `turns` turns, each a prompt, three model requests (two with a tool
+/// call) and its end, written through [`SessionRecord`] as a worker writes them.
+fn write_turns(
+    home: &KestrelHome,
+    created_at: Timestamp,
+    turns: usize,
+    seed: u64,
+) -> BenchResult<()> {
+    let header = RecordHeader {
+        id: SessionId::new(),
+        version: RECORD_VERSION,
+        created_at,
+        cwd: "/work/project".to_owned(),
+        provider: "scripted".to_owned(),
+        model: "test-model".to_owned(),
+        parent_id: None,
+        forked_from: None,
+    };
+    let mut record = SessionRecord::create(home, header)?;
+    let mut filler = Filler::new(seed);
+    for turn in 0..turns {
+        let start = created_at.millis + turn as i64 * TURN_SPACING_MILLIS;
+        let mut items =
+            vec![RecordItem::TurnStarted {}, RecordItem::UserMessage { text: filler.text(120) }];
+        for request in 0..3 {
+            let usage = Usage {
+                input_tokens: 12_000 + (turn * 3 + request) as u64,
+                cached_input_tokens: 11_000,
+                output_tokens: 300,
+                reasoning_tokens: 0,
+                cost: 0.0,
+            };
+            items.push(RecordItem::AssistantMessage {
+                text: filler.text(200),
+                reasoning: None,
+                reasoning_opaque: None,
+            });
+            if request < 2 {
+                let id = format!("call_{turn}_{request}");
+                items.push(RecordItem::ToolCall {
+                    id: id.clone(),
+                    name: "read_file".to_owned(),
+                    arguments: format!("{{\"path\":\"src/module_{turn}.rs\"}}"),
+                });
+                items.push(RecordItem::ToolResult {
+                    id,
+                    output: filler.text(600),
+                    is_error: false,
+                    duration_ms: 3,
+                });
+            }
+            items.push(RecordItem::Usage { usage });
+        }
+        items.push(RecordItem::TurnCompleted { stop_reason: StopReason::EndTurn, error: None });
+        for (step, item) in items.into_iter().enumerate() {
+            let ts = Timestamp { millis: start + step as i64 * ITEM_SPACING_MILLIS };
+            record.append(&RecordEntry { ts, item })?;
+        }
+    }
+    Ok(())
+}
+
+fn measure(flags: &Flags, count: usize, turns: Option<usize>) -> BenchResult<()> {
     let dir = tempfile::tempdir()?;
-    generate(dir.path(), count)?;
+    generate(dir.path(), count, turns)?;
     let root = dir.path().to_string_lossy().into_owned();
-    let param = format!("{count} sessions");
+    let param = match turns {
+        None => format!("{count} sessions"),
+        Some(turns) => format!("{count} sessions × {turns} turns"),
+    };
     for mode in ["list", "rebuild"] {
         let (mut millis, mut peak) = (Vec::new(), Vec::new());
         for _ in 0..flags.runs {

@@ -1,14 +1,21 @@
 //! The session index, `sessions/index.jsonl`: one small JSON line per event (a session
-//! created, its first prompt, its usage after a turn), appended with single O_APPEND
-//! writes so concurrent workers never interleave. Listing merges the lines by id and
-//! never opens a record; the index is a cache of the records and can always be rebuilt
-//! from them.
+//! created, its first prompt, its usage after a model request, its activity), appended
+//! with single O_APPEND writes so concurrent workers never interleave. Listing merges
+//! the lines by id and never opens a record; the index is a cache of the records and
+//! can always be rebuilt from them.
+//!
+//! It is kept small: once it holds more than [`COMPACT_LINES_PER_SESSION`] lines per
+//! session, a listing rewrites it as one merged line per session (a temporary file
+//! renamed over it). Appenders hold a shared lock on `sessions/index.lock` while they
+//! open and write the index, and a rewrite holds it exclusively while it reads what it
+//! rewrites and renames: a line appended meanwhile waits for the rename and goes to the
+//! new file, so none is lost.
 //!
 //! A session's `updated_at` is the time of its last activity: the `ts` of the record
-//! item behind the latest line that carries one. Prompts, model requests (usage),
-//! finished turns, notices and compactions always write such a line; other items only
-//! when the last one is older than [`ACTIVITY_STEP_MILLIS`], so a long turn moves its
-//! session up the list without a line per item, and a finished turn is exact.
+//! item behind the latest line that carries one. Which items write such a line is the
+//! `activity` module's rule, the same one a rebuild applies to the records, so a
+//! rebuilt index agrees with the live one. An index from before `updated_at` existed
+//! (a session without it) is rebuilt once.
 //!
 //! A session's `usage` is what it spent itself: the sum of its record's `usage` items,
 //! leaving out those a fork copied from its source. Each usage line carries that running
@@ -17,21 +24,24 @@
 //! so a parent's total includes its subagents' without either record being read.
 
 use crate::StoreError;
+use crate::activity::{Activity, ActivityClock};
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines};
 use kestrel_protocol::{RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// First prompts are cut to this many characters in the index: it is a label.
 const FIRST_PROMPT_CHARS: usize = 200;
 
-/// Items that are not turn boundaries note activity at most this often (milliseconds).
-pub(crate) const ACTIVITY_STEP_MILLIS: i64 = 60_000;
+/// A listing compacts an index of more lines than this per session...
+const COMPACT_LINES_PER_SESSION: usize = 4;
+/// ...and of at least this many lines (a small index is cheap as it is).
+const COMPACT_MIN_LINES: usize = 256;
 
 /// At most this many candidates are named in an ambiguous-prefix error.
 const MAX_CANDIDATES: usize = 10;
@@ -73,27 +83,35 @@ impl SessionIndex {
     ///
     /// Fails only when the index is unusable and the sessions directory cannot be scanned.
     pub fn list(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-        let missing = match read_index(home) {
-            Ok(summaries) => return Ok(summaries),
+        let missing = match IndexContents::read(&home.index_file(), 0) {
+            // Written before `updated_at` was kept: it would list by creation forever.
+            Ok(contents) if contents.predates_activity() => {
+                return rebuild_index(home).or_else(|_| Ok(contents.into_summaries(home)));
+            }
+            Ok(contents) if contents.needs_compaction() => {
+                return compact_index(home).or_else(|_| Ok(contents.into_summaries(home)));
+            }
+            Ok(contents) => return Ok(contents.into_summaries(home)),
             Err(error) => error.kind() == ErrorKind::NotFound,
         };
-        let summaries = scan_records(home)?;
+        if !missing {
+            // Unreadable: replaced.
+            return rebuild_index(home);
+        }
         // A missing index is recreated by appending, so lines that workers append at
-        // the same moment are kept (duplicates merge by id); an unreadable one is replaced.
-        let write = if missing { WriteMode::Append } else { WriteMode::Replace };
-        let _ = write_index(home, &summaries, write);
+        // the same moment are kept (duplicates merge by id).
+        let summaries = scan_records(home)?;
+        let _ = append_index(home, &summaries);
         Ok(summaries)
     }
 
-    /// Rewrites the index from the records' headers and first user messages (replacing
-    /// it atomically) and returns the sessions, most recently active first. Unreadable
-    /// records are left out.
+    /// Rewrites the index from the records (replacing it atomically; lines appended
+    /// while the records are read are kept) and returns the sessions, most recently
+    /// active first. Unreadable records are left out.
     ///
     /// Fails when the sessions directory cannot be scanned or the index written.
     pub fn rebuild(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-        let summaries = scan_records(home)?;
-        write_index(home, &summaries, WriteMode::Replace)?;
-        Ok(summaries)
+        rebuild_index(home)
     }
 
     /// The session whose id is `query` or, failing that, the only one whose id starts
@@ -127,20 +145,9 @@ impl SessionIndex {
     }
 }
 
-/// How a rebuilt index is written.
-#[derive(Debug, Clone, Copy)]
-enum WriteMode {
-    /// Appended in one write (the index was missing; concurrent appends survive).
-    Append,
-    /// Written to a temporary file and renamed over the index.
-    Replace,
-}
-
-fn write_index(
-    home: &KestrelHome,
-    summaries: &[SessionSummary],
-    mode: WriteMode,
-) -> Result<(), StoreError> {
+/// Appends the lines of `summaries` to the index in one write (it was missing:
+/// concurrent appends survive, duplicates merge by id).
+fn append_index(home: &KestrelHome, summaries: &[SessionSummary]) -> Result<(), StoreError> {
     let sessions_dir = home.sessions_dir();
     if summaries.is_empty() && !sessions_dir.exists() {
         return Ok(());
@@ -151,11 +158,156 @@ fn write_index(
         text.extend(encode_line(&IndexLine::from_summary(home, summary))?);
     }
     let index_path = home.index_file();
-    let written = match mode {
-        WriteMode::Append => paths::open_shared_append(&index_path)?.write_all(&text),
-        WriteMode::Replace => replace_file(&sessions_dir, &index_path, &text),
+    let _lock = lock_index(home, LockKind::Shared)?;
+    paths::open_shared_append(&index_path)?
+        .write_all(&text)
+        .map_err(|source| StoreError::io("rebuild the session index", &index_path, source))
+}
+
+/// The records scanned, then (under the exclusive lock) what was appended to the index
+/// meanwhile merged over them, written in place of the index.
+fn rebuild_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+    let index_path = home.index_file();
+    let start = std::fs::metadata(&index_path).map_or(0, |metadata| metadata.len());
+    let summaries = scan_records(home)?;
+    let sessions_dir = home.sessions_dir();
+    if summaries.is_empty() && !sessions_dir.exists() {
+        return Ok(summaries);
+    }
+    paths::ensure_dir(&sessions_dir)?;
+    let mut contents = IndexContents::default();
+    for summary in summaries.iter().rev() {
+        contents.merge_line(IndexLine::from_summary(home, summary));
+    }
+    let _lock = lock_index(home, LockKind::Exclusive)?;
+    // Lines appended while the records were read are newer than what these said.
+    if let Ok(appended) = IndexContents::read(&index_path, start) {
+        contents.merge(appended);
+    }
+    contents.replace(home)?;
+    Ok(contents.into_summaries(home))
+}
+
+/// Rewrites the index as one merged line per session. Read under the exclusive lock,
+/// so no append falls between the read and the rename.
+fn compact_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+    let index_path = home.index_file();
+    let _lock = lock_index(home, LockKind::Exclusive)?;
+    let contents = IndexContents::read(&index_path, 0)
+        .map_err(|source| StoreError::io("read the session index", &index_path, source))?;
+    contents.replace(home)?;
+    Ok(contents.into_summaries(home))
+}
+
+/// How [`lock_index`] locks.
+#[derive(Debug, Clone, Copy)]
+enum LockKind {
+    /// Appending a line: many at once.
+    Shared,
+    /// Rewriting the index: alone.
+    Exclusive,
+}
+
+/// Locks `sessions/index.lock` (created if needed) until the returned file is dropped.
+/// The sessions directory must exist.
+fn lock_index(home: &KestrelHome, kind: LockKind) -> Result<File, StoreError> {
+    let path = home.sessions_dir().join("index.lock");
+    let file = paths::private_file_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|source| StoreError::io("open the index lock", &path, source))?;
+    let locked = match kind {
+        LockKind::Shared => file.lock_shared(),
+        LockKind::Exclusive => file.lock(),
     };
-    written.map_err(|source| StoreError::io("rebuild the session index", &index_path, source))
+    locked.map_err(|source| StoreError::io("lock the session index", &path, source))?;
+    Ok(file)
+}
+
+/// The index's lines merged by session, and how many lines that took.
+#[derive(Debug, Default)]
+struct IndexContents {
+    sessions: HashMap<SessionId, IndexLine>,
+    lines: usize,
+}
+
+impl IndexContents {
+    /// Reads and merges the index at `path` from byte `from` on; any I/O error (a
+    /// missing file included) is returned so the caller can rebuild. Lines that do not
+    /// parse (a torn last line, or one cut by `from`) are skipped.
+    fn read(path: &Path, from: u64) -> std::io::Result<Self> {
+        let mut file = File::open(path)?;
+        if from > 0 {
+            file.seek(SeekFrom::Start(from))?;
+        }
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        let mut contents = Self::default();
+        let mut buffer = Vec::new();
+        loop {
+            buffer.clear();
+            if reader.read_until(b'\n', &mut buffer)? == 0 {
+                break;
+            }
+            contents.lines += 1;
+            // One UTF-8 check per line; parsing from a `str` then skips it for every string.
+            let Ok(text) = std::str::from_utf8(&buffer) else { continue };
+            let Ok(line) = serde_json::from_str::<IndexLine>(text) else { continue };
+            contents.merge_line(line);
+        }
+        Ok(contents)
+    }
+
+    fn merge_line(&mut self, line: IndexLine) {
+        match self.sessions.get_mut(&line.id) {
+            Some(existing) => existing.merge(line),
+            None => {
+                self.sessions.insert(line.id.clone(), line);
+            }
+        }
+    }
+
+    /// `later`'s lines over these.
+    fn merge(&mut self, later: IndexContents) {
+        self.lines += later.lines;
+        for line in later.sessions.into_values() {
+            self.merge_line(line);
+        }
+    }
+
+    /// Many more lines than sessions: worth rewriting as one line each.
+    fn needs_compaction(&self) -> bool {
+        self.lines >= COMPACT_MIN_LINES
+            && self.lines > COMPACT_LINES_PER_SESSION * self.sessions.len().max(1)
+    }
+
+    /// A session of it has no `updated_at`: the index was written by a Kestrel that
+    /// did not keep activity (every line since says it, the creation line included).
+    fn predates_activity(&self) -> bool {
+        self.sessions.values().any(|line| line.created_at.is_some() && line.updated_at.is_none())
+    }
+
+    /// Writes one line per session to a temporary file renamed over the index (the
+    /// caller holds the exclusive lock).
+    fn replace(&self, home: &KestrelHome) -> Result<(), StoreError> {
+        let mut text = Vec::new();
+        for line in self.sessions.values() {
+            text.extend(encode_line(line)?);
+        }
+        let index_path = home.index_file();
+        replace_file(&home.sessions_dir(), &index_path, &text)
+            .map_err(|source| StoreError::io("rewrite the session index", &index_path, source))
+    }
+
+    fn into_summaries(self, home: &KestrelHome) -> Vec<SessionSummary> {
+        let mut summaries: Vec<_> =
+            self.sessions.into_values().filter_map(|line| line.into_summary(home)).collect();
+        sort_most_recent_first(&mut summaries);
+        add_descendant_usage(&mut summaries);
+        summaries
+    }
 }
 
 /// Writes `text` to a fresh temporary file beside `path` and renames it over `path`.
@@ -194,7 +346,8 @@ pub(crate) fn record_created(
             path: Some(home.relative(path).to_string_lossy().into_owned()),
             first_prompt: None,
             usage: None,
-            updated_at: None,
+            // Always said, so an index without it is known to be older (see `list`).
+            updated_at: Some(header.created_at),
         },
     )
 }
@@ -284,7 +437,7 @@ impl IndexLine {
             path: Some(home.relative(&summary.path).to_string_lossy().into_owned()),
             first_prompt: summary.first_prompt.clone(),
             usage: (summary.usage != Usage::default()).then_some(summary.usage),
-            updated_at: (summary.updated_at != summary.created_at).then_some(summary.updated_at),
+            updated_at: Some(summary.updated_at),
         }
     }
 
@@ -339,44 +492,18 @@ fn encode_line(line: &IndexLine) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
-/// One `write_all` of one line to the O_APPEND index.
+/// One `write_all` of one line to the O_APPEND index, opened and written under the
+/// shared lock (so a rewrite never renames it away between the two).
 fn append_line(home: &KestrelHome, line: &IndexLine) -> Result<(), StoreError> {
     let bytes = encode_line(line)?;
     let sessions_dir = home.sessions_dir();
     paths::ensure_dir(&sessions_dir)?;
     let index_path = home.index_file();
+    let _lock = lock_index(home, LockKind::Shared)?;
     let mut file = paths::open_shared_append(&index_path)?;
     file.write_all(&bytes)
         .and_then(|()| file.flush())
         .map_err(|source| StoreError::io("append to the session index", &index_path, source))
-}
-
-/// Reads and merges the index; any I/O error (a missing file included) is returned so
-/// the caller can rebuild. Lines that do not parse (a torn last line) are skipped.
-fn read_index(home: &KestrelHome) -> std::io::Result<Vec<SessionSummary>> {
-    let mut reader = BufReader::with_capacity(64 * 1024, File::open(home.index_file())?);
-    let mut merged: HashMap<SessionId, IndexLine> = HashMap::new();
-    let mut buffer = Vec::new();
-    loop {
-        buffer.clear();
-        if reader.read_until(b'\n', &mut buffer)? == 0 {
-            break;
-        }
-        // One UTF-8 check per line; parsing from a `str` then skips it for every string.
-        let Ok(text) = std::str::from_utf8(&buffer) else { continue };
-        let Ok(line) = serde_json::from_str::<IndexLine>(text) else { continue };
-        match merged.get_mut(&line.id) {
-            Some(existing) => existing.merge(line),
-            None => {
-                merged.insert(line.id.clone(), line);
-            }
-        }
-    }
-    let mut summaries: Vec<_> =
-        merged.into_values().filter_map(|line| line.into_summary(home)).collect();
-    sort_most_recent_first(&mut summaries);
-    add_descendant_usage(&mut summaries);
-    Ok(summaries)
 }
 
 /// Summaries of every readable record, from their headers and first user messages.
@@ -397,33 +524,31 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
     let mut first_prompt = None;
     let mut usage = Usage::default();
     let mut index: u64 = 0;
-    // Only the last item's time matters: its line is kept and parsed once at the end.
-    let mut last_item = Vec::new();
+    // The writer's rule for activity, applied to every item's type and time.
+    let mut activity = ActivityClock::new(header.created_at);
     while let Some(RawLine::Item(bytes)) = lines.next_line()? {
         index += 1;
-        last_item.clear();
-        last_item.extend_from_slice(bytes);
-        // Only the lines that can matter are parsed: a long record is mostly other items.
-        let wanted = first_prompt.is_none() || (index > copied && mentions_usage(bytes));
-        if !wanted {
-            continue;
-        }
-        let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes) else { continue };
-        if let RecordItem::Usage { usage: spent } = &entry.item {
-            if index > copied {
+        let Ok(head) = serde_json::from_slice::<ItemHead>(bytes) else { continue };
+        // Only the lines that can matter are parsed whole: most are other items.
+        let wanted = (first_prompt.is_none() && head.kind == "user_message")
+            || (index > copied && head.kind == "usage");
+        let mut forced = false;
+        if wanted && let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes) {
+            if let RecordItem::Usage { usage: spent } = &entry.item {
                 usage.add(spent);
+                forced = *spent != Usage::default();
+            } else if let Some(text) = replay::user_message_text(&entry.item) {
+                first_prompt = Some(label(text));
+                forced = true;
             }
-        } else if first_prompt.is_none()
-            && let Some(text) = replay::user_message_text(&entry.item)
-        {
-            first_prompt = Some(label(text));
         }
+        let kind = if forced { Activity::Forced } else { Activity::of_kind(&head.kind) };
+        activity.note(head.ts, kind);
     }
-    let last_ts = serde_json::from_slice::<ItemTime>(&last_item).ok().map(|item| item.ts);
     Ok(SessionSummary {
         id: header.id,
         created_at: header.created_at,
-        updated_at: last_ts.map_or(header.created_at, |ts| ts.max(header.created_at)),
+        updated_at: activity.noted(),
         cwd: header.cwd,
         model: header.model,
         provider: header.provider,
@@ -435,15 +560,12 @@ fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
     })
 }
 
-/// The time of a record item, without the rest of it.
+/// The type and time of a record item, without the rest of it.
 #[derive(Deserialize)]
-struct ItemTime {
+struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
     ts: Timestamp,
-}
-
-/// Whether a record line may be a `usage` item (a cheap test before parsing it).
-fn mentions_usage(line: &[u8]) -> bool {
-    line.windows(7).any(|window| window == b"\"usage\"")
 }
 
 /// Walks `sessions/` three directory levels down (`YYYY/MM/DD`) for `*.jsonl` files.

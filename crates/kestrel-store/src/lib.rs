@@ -2,6 +2,7 @@
 //! (locked append, streaming replay, fork), the session index (and the ACP
 //! `session/list` answer built from it) and the model catalog's cache.
 
+mod activity;
 mod catalog_cache;
 mod config;
 mod error;

@@ -5,7 +5,8 @@
 //! and the next writer truncates away.
 
 use crate::StoreError;
-use crate::index::{self, ACTIVITY_STEP_MILLIS, IndexUpdate, SessionIndex};
+use crate::activity::{Activity, ActivityClock};
+use crate::index::{self, IndexUpdate, SessionIndex};
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines, Replay};
 use kestrel_protocol::{
@@ -30,7 +31,7 @@ pub struct SessionRecord {
     /// The usage the index last heard of.
     usage_indexed: Usage,
     /// The latest activity the index heard of (as far as this writer knows).
-    activity_indexed: Timestamp,
+    activity: ActivityClock,
 }
 
 impl SessionRecord {
@@ -66,7 +67,7 @@ impl SessionRecord {
             usage: Usage::default(),
             usage_indexed: Usage::default(),
             // The creation line stands for activity at creation.
-            activity_indexed: created_at,
+            activity: ActivityClock::new(created_at),
         };
         let header_line = RecordHeaderLine { header: record.header.clone() };
         let written = record.encode(&header_line).and_then(|line| record.write_line(&line));
@@ -118,23 +119,21 @@ impl SessionRecord {
             items_written: replay.item_count(),
             first_prompt_indexed: replay.first_prompt().is_some(),
             usage,
-            // What the index says is not known here; the next turn's line settles it.
-            usage_indexed: Usage::default(),
-            // What an earlier writer last noted, as far as the record tells.
-            activity_indexed: replay
-                .entries
-                .last()
-                .map_or(replay.header.created_at, |entry| entry.ts),
+            // What an earlier writer noted, as far as the record tells (the rule that
+            // rebuilds the index from it).
+            usage_indexed: usage,
+            activity: replayed_activity(&replay),
         };
         Ok((record, replay))
     }
 
     /// Appends one item as a single write of a whole line, then flushes. The index
-    /// hears of it too, in at most one line: the first user message as the session's
-    /// label, each `usage` item's total so far, and the item's time as the session's
-    /// last activity (always for prompts, model requests, finished turns, notices and
-    /// compactions; for other items once a minute at most). Index updates are best
-    /// effort (the item itself is already recorded, and the index is rebuildable).
+    /// hears of it too, in at most one line, when the activity rule (the `activity`
+    /// module) notes it: the first user message as the session's label, each model
+    /// request's usage total so far (also mid-turn: a session killed mid-turn spent it
+    /// all the same), and the item's time as the session's last activity. Index updates
+    /// are best effort (the item itself is already recorded, and the index is
+    /// rebuildable).
     ///
     /// Fails when the line cannot be written.
     pub fn append(&mut self, entry: &RecordEntry) -> Result<(), StoreError> {
@@ -142,38 +141,25 @@ impl SessionRecord {
         self.write_line(&line)?;
         self.items_written += 1;
         let mut update = IndexUpdate::default();
-        let boundary = match &entry.item {
-            RecordItem::Usage { usage } => {
-                self.usage.add(usage);
-                // Also now, not only at the turn's end: a session killed mid-turn has
-                // spent it all the same (one index line per model request).
-                true
-            }
-            RecordItem::UserMessage { text } => {
-                if !self.first_prompt_indexed {
-                    self.first_prompt_indexed = true;
-                    update.first_prompt = Some(text.clone());
-                }
-                true
-            }
-            RecordItem::TurnCompleted { .. }
-            | RecordItem::Compaction { .. }
-            | RecordItem::Notice { .. } => true,
-            RecordItem::AssistantMessage { .. }
-            | RecordItem::ToolCall { .. }
-            | RecordItem::ToolResult { .. }
-            | RecordItem::TurnStarted {}
-            | RecordItem::Checkpoint { .. } => false,
-        };
+        if let RecordItem::Usage { usage } = &entry.item {
+            self.usage.add(usage);
+        }
+        if let Some(text) = replay::user_message_text(&entry.item)
+            && !self.first_prompt_indexed
+        {
+            self.first_prompt_indexed = true;
+            update.first_prompt = Some(text.to_owned());
+        }
         if self.usage != self.usage_indexed {
             update.usage = Some(self.usage);
         }
-        let stale = entry.ts.millis - self.activity_indexed.millis >= ACTIVITY_STEP_MILLIS;
-        if boundary || stale || update.first_prompt.is_some() || update.usage.is_some() {
+        let forced = update.first_prompt.is_some() || update.usage.is_some();
+        let mut clock = self.activity;
+        if clock.note(entry.ts, Activity::of(&entry.item, forced)) {
             update.updated_at = Some(entry.ts);
             let usage = update.usage;
             if index::record_update(&self.home, &self.header.id, update).is_ok() {
-                self.activity_indexed = entry.ts;
+                self.activity = clock;
                 if let Some(usage) = usage {
                     self.usage_indexed = usage;
                 }
@@ -288,6 +274,25 @@ pub fn fork(
         let _ = index::record_update(home, &header.id, update);
     }
     Ok(header)
+}
+
+/// The activity an index built from this record notes last (see `activity`): what
+/// its writer noted, or a rebuild of the index would.
+fn replayed_activity(replay: &Replay) -> ActivityClock {
+    let copied = replay.header.forked_from.as_ref().map_or(0, |fork| fork.items);
+    let mut clock = ActivityClock::new(replay.header.created_at);
+    let mut first_prompt_seen = false;
+    for (index, entry) in (0u64..).zip(&replay.entries) {
+        let prompt = replay::user_message_text(&entry.item).is_some();
+        let forced = if let RecordItem::Usage { usage } = &entry.item {
+            index >= copied && *usage != Usage::default()
+        } else {
+            prompt && !first_prompt_seen
+        };
+        first_prompt_seen |= prompt;
+        clock.note(entry.ts, Activity::of(&entry.item, forced));
+    }
+    clock
 }
 
 /// The usage items of a replayed record that the session spent itself. Entry positions

@@ -1,6 +1,8 @@
 //! A session's last activity in the index: what `session/list` answers as `updatedAt`
-//! and sorts by. Prompts, model requests and finished turns note it; other items at
-//! most once a minute; a rebuilt index reads it from the records' last items.
+//! and sorts by. The first prompt and model requests note it; other prompts, finished
+//! turns and items between turns (an undo's checkpoint) unless the last note is under a
+//! second old; other items at most once a minute. A rebuilt index applies the same rule
+//! to the records, so it says what the live one said.
 
 // Helpers outside #[test] fns are test code too: a failed set-up should panic.
 #![allow(clippy::unwrap_used)]
@@ -56,23 +58,23 @@ fn a_session_used_last_is_listed_first_with_its_last_activity() {
     let (_dir, home) = home();
     let mut old = SessionRecord::create(&home, header("old", at(0), "/w")).unwrap();
     old.append(&prompt(10, "first")).unwrap();
-    old.append(&completed(20)).unwrap();
+    old.append(&completed(2_000)).unwrap();
     drop(old);
-    let mut new = SessionRecord::create(&home, header("new", at(1_000), "/w")).unwrap();
-    new.append(&prompt(1_010, "second")).unwrap();
-    new.append(&completed(1_020)).unwrap();
+    let mut new = SessionRecord::create(&home, header("new", at(3_000), "/w")).unwrap();
+    new.append(&prompt(3_010, "second")).unwrap();
+    new.append(&completed(5_000)).unwrap();
     drop(new);
-    assert_eq!(listed(&home), [("new".to_owned(), 1_020), ("old".to_owned(), 20)]);
+    assert_eq!(listed(&home), [("new".to_owned(), 5_000), ("old".to_owned(), 2_000)]);
 
     // The older session is resumed and used again: it moves to the top.
     let (mut old, _) = SessionRecord::open(&home, &SessionId::from_string("old")).unwrap();
-    old.append(&prompt(5_000, "again")).unwrap();
-    assert_eq!(listed(&home)[0], ("old".to_owned(), 5_000), "a prompt is activity");
-    old.append(&usage(6_000)).unwrap();
-    assert_eq!(listed(&home)[0], ("old".to_owned(), 6_000), "a model request is activity");
-    old.append(&answer(6_500)).unwrap();
-    old.append(&completed(7_000)).unwrap();
-    assert_eq!(listed(&home), [("old".to_owned(), 7_000), ("new".to_owned(), 1_020)]);
+    old.append(&prompt(8_000, "again")).unwrap();
+    assert_eq!(listed(&home)[0], ("old".to_owned(), 8_000), "a prompt is activity");
+    old.append(&usage(9_000)).unwrap();
+    assert_eq!(listed(&home)[0], ("old".to_owned(), 9_000), "a model request is activity");
+    old.append(&answer(9_500)).unwrap();
+    old.append(&completed(10_000)).unwrap();
+    assert_eq!(listed(&home), [("old".to_owned(), 10_000), ("new".to_owned(), 5_000)]);
     let summary = SessionIndex::find(&home, "old").unwrap();
     assert_eq!(summary.created_at, at(0), "the creation time stays what it was");
 }
@@ -112,13 +114,14 @@ fn a_rebuilt_index_takes_the_last_activity_from_the_records() {
     drop(a);
     let mut b = SessionRecord::create(&home, header("b", at(1_000), "/w")).unwrap();
     b.append(&prompt(1_001, "two")).unwrap();
+    // Within a second of the prompt: no line, live or rebuilt.
     b.append(&completed(2_000)).unwrap();
     drop(b);
     let before = SessionIndex::list(&home).unwrap();
     std::fs::remove_file(home.index_file()).unwrap();
     let rebuilt = SessionIndex::rebuild(&home).unwrap();
     assert_eq!(rebuilt, before);
-    assert_eq!(listed(&home), [("a".to_owned(), 9_000), ("b".to_owned(), 2_000)]);
+    assert_eq!(listed(&home), [("a".to_owned(), 9_000), ("b".to_owned(), 1_001)]);
 }
 
 #[test]
