@@ -1,7 +1,8 @@
 //! `_kestrel/session/turn` under races and failures, through the real daemon: two
 //! prompts sent at once start one turn; a turn a worker restart interrupted is heard
 //! ending (after the restart notice) before a turn prompted since starts; a failed turn
-//! says why; a session given up on ends its turn.
+//! says why; a session given up on ends its turn; a subagent's first turn (the daemon's
+//! own prompt) runs and ends like any other.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,8 +10,8 @@ mod common;
 mod daemon_support;
 
 use daemon_support::{AcpClient, DaemonTest, Event, kill};
-use kestrel_testkit::{Fault, Script, Step};
-use serde_json::Value;
+use kestrel_testkit::{Fault, Script, ScriptedToolCall, Step};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 fn slow(text: &str, delay_ms: u64) -> Step {
@@ -150,4 +151,39 @@ async fn a_session_given_up_on_mid_turn_ends_its_turn_with_the_reason() {
     let end = notices.last().unwrap();
     assert!(end.starts_with("false!") && end.contains("gave up"), "{notices:?}");
     assert!(error.message.contains("gave up"), "{}", error.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_first_turn_runs_for_a_client_attaching_to_it_and_its_end_is_announced() {
+    let task = ScriptedToolCall::new("task", json!({"description": "look", "prompt": "brief"}));
+    let test = DaemonTest::new(Script::new([
+        Step::tool_calls(vec![task]),
+        slow("child answer", 800),
+        Step::text("parent done"),
+    ]));
+    let mut client = test.client().await;
+    let cwd = test.env.work_path();
+    let parent = client.new_session(&cwd).await;
+    let turn = client.prompt(&parent, "delegate");
+    let named = client
+        .wait_for("the task call naming its child", |event| {
+            matches!(event, Event::Notification(n) if n.method == "session/update"
+                && n.params["sessionId"] == parent.as_str()
+                && n.params["update"]["_meta"]["kestrel"]["childSessionId"].is_string())
+        })
+        .await;
+    let Event::Notification(named) = named else { unreachable!() };
+    let child =
+        named.params["update"]["_meta"]["kestrel"]["childSessionId"].as_str().unwrap().to_owned();
+
+    let mut watcher = test.client().await;
+    let attached = watcher.load(&child, &cwd).await.expect("attach to the child mid-turn");
+    assert_eq!(attached["_meta"]["kestrel"]["turnRunning"], true, "{attached}");
+    hear_turn_notices(&mut watcher, &child, 1).await;
+    assert_eq!(heard(&watcher, &child), ["false:end_turn"]);
+    assert_eq!(turn.await.unwrap().unwrap()["stopReason"], "end_turn");
+    // The parent's client heard its own turn, not the child's.
+    hear_turn_notices(&mut client, &parent, 2).await;
+    assert_eq!(heard(&client, &parent), ["true", "false:end_turn"]);
+    assert!(heard(&client, &child).is_empty());
 }
