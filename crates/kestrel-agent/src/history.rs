@@ -47,6 +47,12 @@ impl History {
         &self.messages
     }
 
+    /// The messages, to replace images by notes in place (the image budget, an image a
+    /// provider could not process).
+    pub(crate) fn messages_mut(&mut self) -> &mut [Message] {
+        &mut self.messages
+    }
+
     /// How many messages the conversation has.
     pub fn len(&self) -> usize {
         self.messages.len()

@@ -1,8 +1,10 @@
 //! The images a model request carries. Every image of the conversation (read_file, MCP
-//! results, prompts) stays in the history and would be re-sent with every request, so a
-//! request keeps only the most recent ones within a budget and says, in place of each
-//! older one, that it was there and was dropped. Only the request changes: the history
-//! and the record keep everything. A model that takes no images gets a note for each.
+//! results, prompts) stays in the history and would be re-sent with every request, so
+//! the history keeps only the most recent ones within a budget and says, in place of
+//! each older one, that it was there and was dropped: memory stays bounded and no
+//! request carries what the budget left out. The record never held image data (it keeps
+//! `[image: TYPE]` placeholders). A model that takes no images gets a note for each, in
+//! the request only; an image a provider could not process is replaced by a note too.
 
 use kestrel_model::{ContentPart, Message};
 
@@ -22,41 +24,89 @@ pub(crate) const NO_IMAGES_NOTE: &str = "(The image was not sent: the model in u
     take images, according to the model catalog and the provider's `images` setting. \
     Describe what you need from it in other ways, or switch to a model that takes images.)";
 
-/// The messages of a request with images over the budget, the oldest first, replaced by
-/// a note: the newest images are kept as long as both the count ([`MAX_REQUEST_IMAGES`])
-/// and the size ([`MAX_REQUEST_IMAGE_BASE64`]) allow, and every image older than the
-/// first one that does not fit is dropped (so the kept ones are the most recent, in
-/// order). Returns the messages and how many images were dropped.
-pub(crate) fn within_image_budget(messages: &[Message]) -> (Vec<Message>, usize) {
+/// Replaces, in `messages` (the history itself), the images over the budget by a note,
+/// the oldest first: the newest images are kept as long as both the count
+/// ([`MAX_REQUEST_IMAGES`]) and the size ([`MAX_REQUEST_IMAGE_BASE64`]) allow, and every
+/// image older than the first one that does not fit is dropped (so the kept ones are the
+/// most recent, in order). Returns how many were dropped now: those dropped before are
+/// notes already.
+pub(crate) fn drop_over_budget(messages: &mut [Message]) -> usize {
     let mut kept = 0usize;
     let mut base64 = 0usize;
     let mut full = false;
     let mut dropped = 0usize;
-    let mut budgeted: Vec<Message> = messages
-        .iter()
-        .rev()
-        .map(|message| {
-            let Message::User { content } = message else { return message.clone() };
-            let mut content = content.clone();
-            for part in content.iter_mut().rev() {
-                let ContentPart::Image { media_type, data } = part else { continue };
-                if !full
-                    && kept < MAX_REQUEST_IMAGES
-                    && base64.saturating_add(data.len()) <= MAX_REQUEST_IMAGE_BASE64
-                {
-                    kept += 1;
-                    base64 += data.len();
-                    continue;
-                }
-                full = true;
-                dropped += 1;
-                *part = ContentPart::Text(dropped_note(media_type, data.len()));
+    for message in messages.iter_mut().rev() {
+        let Message::User { content } = message else { continue };
+        for part in content.iter_mut().rev() {
+            let ContentPart::Image { media_type, data } = part else { continue };
+            if !full
+                && kept < MAX_REQUEST_IMAGES
+                && base64.saturating_add(data.len()) <= MAX_REQUEST_IMAGE_BASE64
+            {
+                kept += 1;
+                base64 += data.len();
+                continue;
             }
-            Message::User { content }
-        })
-        .collect();
-    budgeted.reverse();
-    (budgeted, dropped)
+            full = true;
+            dropped += 1;
+            *part = ContentPart::Text(dropped_note(media_type, data.len()));
+        }
+    }
+    dropped
+}
+
+/// Whether a provider's refusal of a request (its message) is about an image the request
+/// carried: Anthropic's "Could not process image" and "Image does not match the provided
+/// media type", OpenAI's "Invalid image." (`invalid_image`) and "You uploaded an
+/// unsupported image" (`image_parse_error`, `invalid_image_format`).
+pub(crate) fn is_image_refusal(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "could not process image",
+        "unsupported image",
+        "invalid image",
+        "invalid_image",
+        "image_parse_error",
+        "image does not match",
+        "image exceeds",
+        "image dimensions exceed",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+/// Replaces every image of the newest message that has images by a note saying the
+/// provider could not process it (`why`), so the next request goes without it. Returns
+/// how many images were replaced: 0 when the conversation has none.
+pub(crate) fn drop_newest_images(messages: &mut [Message], why: &str) -> usize {
+    let newest = messages.iter_mut().rev().find_map(|message| match message {
+        Message::User { content }
+            if content.iter().any(|part| matches!(part, ContentPart::Image { .. })) =>
+        {
+            Some(content)
+        }
+        Message::User { .. } | Message::Assistant { .. } | Message::ToolResult { .. } => None,
+    });
+    let Some(content) = newest else { return 0 };
+    let mut dropped = 0;
+    for part in content.iter_mut() {
+        let ContentPart::Image { media_type, .. } = part else { continue };
+        dropped += 1;
+        *part = ContentPart::Text(format!(
+            "[image: {media_type} — removed: the provider could not process it ({why}). Ask \
+             the user for another copy if you still need it.]"
+        ));
+    }
+    dropped
+}
+
+/// What the user is told when a provider could not process images and they were removed.
+pub(crate) fn refused_notice(dropped: usize, why: &str) -> String {
+    let images = if dropped == 1 { "an image" } else { "images" };
+    format!(
+        "the provider could not process {images} of the conversation ({why}): removed from \
+         the context ({dropped} in all), and the request sent again without them"
+    )
 }
 
 /// What the model reads in place of an image dropped from the request.
@@ -80,12 +130,13 @@ fn megabytes(bytes: usize) -> String {
     }
 }
 
-/// What the user is told, once per turn, when a request left images out.
+/// What the user is told at the end of a turn in which the budget dropped images.
 pub(crate) fn dropped_notice(dropped: usize) -> String {
     let images = if dropped == 1 { "image was" } else { "images were" };
     format!(
-        "{dropped} older {images} left out of the model's context: a request carries at most \
-         {MAX_REQUEST_IMAGES} images and {} of them. The model sees a note in their place.",
+        "{dropped} {images} left out of the context: a request carries at most \
+         {MAX_REQUEST_IMAGES} images and {} of them, the newest. The model sees a note in \
+         place of each.",
         megabytes(MAX_REQUEST_IMAGE_BASE64 / 4 * 3)
     )
 }
@@ -137,38 +188,61 @@ mod tests {
 
     #[test]
     fn the_newest_images_within_the_count_are_kept_in_order() {
-        let messages: Vec<Message> = (1..=25)
+        let mut messages: Vec<Message> = (1..=25)
             .map(|n| Message::User { content: vec![ContentPart::Text("look".into()), image(n)] })
             .collect();
-        let (budgeted, dropped) = within_image_budget(&messages);
-        assert_eq!(dropped, 5);
-        assert_eq!(images_of(&budgeted), (6..=25).collect::<Vec<_>>());
-        assert_eq!(budgeted.len(), 25);
-        let Message::User { content } = &budgeted[0] else { panic!("a user message") };
+        assert_eq!(drop_over_budget(&mut messages), 5);
+        assert_eq!(images_of(&messages), (6..=25).collect::<Vec<_>>());
+        assert_eq!(messages.len(), 25);
+        let Message::User { content } = &messages[0] else { panic!("a user message") };
         let ContentPart::Text(note) = &content[1] else { panic!("a note: {content:?}") };
         assert!(note.starts_with("[image: image/png, 0 kB — not sent: dropped"), "{note}");
         assert!(note.contains("at most 20 images and 15.0 MB of them"), "{note}");
+        // Dropped once: the next pass drops nothing new.
+        assert_eq!(drop_over_budget(&mut messages), 0);
     }
 
     #[test]
     fn an_image_that_does_not_fit_drops_every_older_one_too() {
         let big = MAX_REQUEST_IMAGE_BASE64 / 2;
-        let messages = vec![
+        let mut messages = vec![
             Message::User { content: vec![image(10)] },
             Message::User { content: vec![image(big), image(big)] },
             Message::User { content: vec![image(big)] },
         ];
-        let (budgeted, dropped) = within_image_budget(&messages);
-        assert_eq!((images_of(&budgeted), dropped), (vec![big, big], 2));
+        let mut small = messages[..1].to_vec();
+        assert_eq!(drop_over_budget(&mut messages), 2);
+        assert_eq!(images_of(&messages), vec![big, big]);
         // Nothing to drop: the messages are what they were.
-        let (same, dropped) = within_image_budget(&messages[..1]);
-        assert_eq!((same.as_slice(), dropped), (&messages[..1], 0));
+        assert_eq!(drop_over_budget(&mut small), 0);
+        assert_eq!(small.as_slice(), &[Message::User { content: vec![image(10)] }]);
     }
 
     #[test]
     fn the_notice_counts_the_dropped_images() {
-        assert!(dropped_notice(1).starts_with("1 older image was left out"));
-        assert!(dropped_notice(3).starts_with("3 older images were left out"));
+        assert!(dropped_notice(1).starts_with("1 image was left out of the context"));
+        assert!(dropped_notice(3).starts_with("3 images were left out of the context"));
         assert!(dropped_notice(3).contains("at most 20 images and 15.0 MB"));
+    }
+
+    #[test]
+    fn an_image_refusal_is_told_from_other_refusals() {
+        assert!(is_image_refusal("Could not process image"));
+        assert!(is_image_refusal("Invalid image."));
+        assert!(is_image_refusal("You uploaded an unsupported image. Please make sure..."));
+        assert!(!is_image_refusal("max_tokens: Field required"));
+    }
+
+    #[test]
+    fn only_the_newest_message_with_images_loses_them() {
+        let mut messages = vec![
+            Message::User { content: vec![image(1)] },
+            Message::User { content: vec![ContentPart::Text("a".into()), image(2), image(3)] },
+            Message::User { content: vec![ContentPart::Text("no image".into())] },
+        ];
+        assert_eq!(drop_newest_images(&mut messages, "Could not process image"), 2);
+        assert_eq!(images_of(&messages), vec![1]);
+        let mut none = vec![Message::User { content: vec![ContentPart::Text("a".into())] }];
+        assert_eq!(drop_newest_images(&mut none, "x"), 0);
     }
 }

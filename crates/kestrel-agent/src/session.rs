@@ -15,7 +15,10 @@ use crate::context::{ContextGauge, text_tokens};
 use crate::control::{ModelChoice, SessionControl};
 use crate::history::History;
 pub(crate) use crate::images::NO_IMAGES_NOTE;
-use crate::images::{dropped_notice, within_image_budget, without_image_parts};
+use crate::images::{
+    drop_newest_images, drop_over_budget, dropped_notice, is_image_refusal, refused_notice,
+    without_image_parts,
+};
 use crate::subagent::{SubagentHost, task_spec};
 use crate::{AgentError, AgentEvent};
 use futures_util::future::BoxFuture;
@@ -112,8 +115,8 @@ pub struct Session {
     gauge: ContextGauge,
     /// The mode the record says is in force (the launch mode until a switch is recorded).
     recorded_mode: Mode,
-    /// The user was told in this turn that requests leave older images out.
-    told_images_dropped: bool,
+    /// Images the budget replaced by notes in this turn: the user is told at its end.
+    images_dropped_in_turn: usize,
 }
 
 impl Session {
@@ -155,7 +158,7 @@ impl Session {
             next_item: 0,
             subagents: None,
             gauge: ContextGauge::default(),
-            told_images_dropped: false,
+            images_dropped_in_turn: 0,
         }
     }
 
@@ -283,7 +286,7 @@ impl Session {
         cancel: &CancellationToken,
     ) -> Result<TurnResult, AgentError> {
         self.write(RecordItem::TurnStarted {})?;
-        self.told_images_dropped = false;
+        self.images_dropped_in_turn = 0;
         sink.emit(AgentEvent::TurnStarted).await;
         self.write(RecordItem::UserMessage { text: record_text(&prompt) })?;
         self.history.push(Message::User { content: prompt });
@@ -291,6 +294,9 @@ impl Session {
         let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
         self.answer_open_calls(stop_reason)?;
         self.report_tool_problems(sink).await?;
+        if self.images_dropped_in_turn > 0 {
+            self.note(dropped_notice(self.images_dropped_in_turn), sink).await?;
+        }
         self.write(RecordItem::TurnCompleted { stop_reason, error: error.clone() })?;
         // A switch made during the last request is recorded now, not at the next turn.
         self.take_model_switch()?;
@@ -347,6 +353,8 @@ impl Session {
         let mut requests = 0u32;
         // A request the provider refused as too long is retried once, after a compaction.
         let mut retrying = false;
+        // A request whose image the provider could not process is retried once without it.
+        let mut images_refused = false;
         loop {
             if let Some(max) = self.settings.max_turns
                 && requests >= max
@@ -378,6 +386,18 @@ impl Session {
                 Step::ContextExceeded(message) => {
                     return Ok((StopReason::Failed, String::new(), Some(message)));
                 }
+                Step::ImageRefused(message) if !images_refused => {
+                    let dropped = drop_newest_images(self.history.messages_mut(), &message);
+                    if dropped == 0 {
+                        return Ok((StopReason::Failed, String::new(), Some(message)));
+                    }
+                    self.note(refused_notice(dropped, &message), sink).await?;
+                    images_refused = true;
+                    requests -= 1;
+                }
+                Step::ImageRefused(message) => {
+                    return Ok((StopReason::Failed, String::new(), Some(message)));
+                }
                 Step::Answer(text) => return Ok((StopReason::EndTurn, text, None)),
                 Step::Stopped { reason, text, error } => return Ok((reason, text, error)),
                 Step::ToolCalls(calls) => {
@@ -400,16 +420,15 @@ impl Session {
     ) -> Result<Step, AgentError> {
         self.take_model_switch()?;
         self.report_tool_problems(sink).await?;
-        let (request, images_dropped) = self.request();
-        if images_dropped > 0 && !self.told_images_dropped {
-            self.told_images_dropped = true;
-            self.note(dropped_notice(images_dropped), sink).await?;
-        }
+        let request = self.request();
         let mut stream = match self.client.stream(&request, cancel).await {
             Ok(stream) => stream,
             Err(ModelError::Cancelled) => return Ok(Step::stopped(StopReason::Cancelled, None)),
             Err(error @ ModelError::ContextWindowExceeded { .. }) => {
                 return Ok(Step::ContextExceeded(error.to_string()));
+            }
+            Err(ModelError::BadRequest { message, .. }) if is_image_refusal(&message) => {
+                return Ok(Step::ImageRefused(message));
             }
             Err(error) => return Ok(Step::stopped(StopReason::Failed, Some(error.to_string()))),
         };
@@ -431,6 +450,11 @@ impl Session {
                     if response.is_empty() =>
                 {
                     return Ok(Step::ContextExceeded(error.to_string()));
+                }
+                Some(Err(ModelError::BadRequest { message, .. }))
+                    if response.is_empty() && is_image_refusal(&message) =>
+                {
+                    return Ok(Step::ImageRefused(message));
                 }
                 Some(Err(error)) => break Some((StopReason::Failed, Some(error.to_string()))),
                 None => break None,
@@ -485,16 +509,17 @@ impl Session {
         tools
     }
 
-    /// The next request, and how many of the conversation's images it leaves out to
-    /// stay within the providers' limits (see `crate::images`).
-    fn request(&self) -> (ModelRequest, usize) {
+    /// The next request. Images over the providers' limits are replaced by notes in the
+    /// history first (see `crate::images`), and counted for the end of the turn.
+    fn request(&mut self) -> ModelRequest {
         let tools = self.tool_specs();
-        let (messages, images_dropped) = if self.settings.profile.accepts_images {
-            within_image_budget(self.history.messages())
+        let messages = if self.settings.profile.accepts_images {
+            self.images_dropped_in_turn += drop_over_budget(self.history.messages_mut());
+            self.history.messages().to_vec()
         } else {
-            (without_image_parts(self.history.messages()), 0)
+            without_image_parts(self.history.messages())
         };
-        let request = ModelRequest {
+        ModelRequest {
             model: self.settings.model.clone(),
             system: self.settings.system_prompt.clone(),
             messages,
@@ -509,8 +534,7 @@ impl Session {
                 .map(|limit| limit.min(MAX_OUTPUT_TOKENS_CAP))
                 .and_then(|limit| u32::try_from(limit).ok()),
             cache_key: Some(self.record.id().to_string()),
-        };
-        (request, images_dropped)
+        }
     }
 
     /// Records what arrived of a response to a request that carried `messages_sent`

@@ -1,16 +1,18 @@
 //! A session's images cannot brick it: every request carries at most the newest 20 images
 //! and about 15 MB of them (Anthropic's 32 MB request limit and its 2000 px rule past 20
-//! images), older ones replaced by a note the model reads; the user is told once per
-//! turn by a notice (also in the record); the record is not changed. Run through a real
+//! images), older ones replaced by a note the model reads, in the history itself (so
+//! memory stays bounded); the user is told at the end of a turn how many were newly left
+//! out, by a notice (also in the record). An image the provider could not process (HTTP
+//! 400) is replaced by a note and the request sent again, once. Run through a real
 //! session against the scripted model server (Chat wire, images on).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kestrel_agent::{AgentEvent, Launch, Session, Unattended, open_session};
-use kestrel_model::{ClientOptions, ContentPart};
+use kestrel_model::{ClientOptions, ContentPart, Message};
 use kestrel_protocol::{Mode, NoticeKind, RecordItem};
 use kestrel_store::{Config, KestrelHome, SessionIndex};
-use kestrel_testkit::{LoggedRequest, Script, ScriptedServer, Step};
+use kestrel_testkit::{Fault, LoggedRequest, Script, ScriptedServer, Step};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -116,7 +118,7 @@ async fn a_request_carries_the_newest_twenty_images_and_notes_for_the_older_ones
     prompt.extend((1..=25).map(|n| image(&format!("IMG{n:02}"), 100)));
     let notices = run(&mut fixture.session, prompt).await;
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(notices[0].starts_with("5 older images were left out of the model's context"));
+    assert!(notices[0].starts_with("5 images were left out of the context"), "{notices:?}");
     assert!(notices[0].contains("at most 20 images"), "{}", notices[0]);
 
     let requests = fixture.server.requests();
@@ -132,12 +134,124 @@ async fn a_request_carries_the_newest_twenty_images_and_notes_for_the_older_ones
         assert_eq!(body.matches("not sent: dropped from the context").count(), 5, "{body}");
     }
 
-    // The next turn still carries the same twenty, and says so once again.
+    // The history itself holds notes for the dropped ones: no request clones them again.
+    let (images, notes) = history_images(&fixture.session);
+    assert_eq!((images.len(), notes), (20, 5));
+    assert!(images.iter().all(|data| !(1..=5).any(|n| data.starts_with(&format!("IMG{n:02}Z")))));
+
+    // The next turn still carries the same twenty; nothing new was left out: no notice.
     let notices = run(&mut fixture.session, vec![ContentPart::Text("and now?".into())]).await;
-    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices.is_empty(), "{notices:?}");
     let last = body(fixture.server.requests().last().unwrap());
     assert_eq!(image_blocks(&last), 20);
-    assert_eq!(recorded_notices(&fixture.home).len(), 2);
+    assert_eq!(recorded_notices(&fixture.home).len(), 1);
+}
+
+/// The image data the session's history holds, and how many dropped-image notes.
+fn history_images(session: &Session) -> (Vec<String>, usize) {
+    let mut images = Vec::new();
+    let mut notes = 0;
+    for message in session.history().messages() {
+        let Message::User { content } = message else { continue };
+        for part in content {
+            match part {
+                ContentPart::Image { data, .. } => images.push(data.clone()),
+                ContentPart::Text(text) => {
+                    notes += text.matches("not sent: dropped from the context").count()
+                }
+            }
+        }
+    }
+    (images, notes)
+}
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+#[tokio::test]
+async fn the_notice_says_once_at_the_end_of_the_turn_how_many_images_it_left_out() {
+    let mut fixture = fixture(Script::new([
+        Step::tool_call("read_file", json!({"path": "a.png"})),
+        Step::tool_call("read_file", json!({"path": "b.png"})),
+        Step::tool_call("read_file", json!({"path": "c.png"})),
+        Step::text("Seen them all."),
+    ]));
+    for name in ["a.png", "b.png", "c.png"] {
+        std::fs::write(fixture._dirs.1.path().join(name), PNG).unwrap();
+    }
+    // Twenty images fit; each image read_file adds drops one more, request after request.
+    let mut prompt = vec![ContentPart::Text("compare these".into())];
+    prompt.extend((1..=20).map(|n| image(&format!("IMG{n:02}"), 100)));
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let events = notices.clone();
+    let sink = move |event: AgentEvent| {
+        let name = match &event {
+            AgentEvent::Notice(notice) => notice.message.clone(),
+            AgentEvent::TurnCompleted { .. } => "(turn completed)".into(),
+            AgentEvent::ToolCallStarted { .. } => "(tool call)".into(),
+            _ => return,
+        };
+        events.lock().unwrap().push(name);
+    };
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        fixture.session.run_prompt(prompt, &sink, &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(result.error.is_none(), "{result:?}");
+    let events = notices.lock().unwrap().clone();
+    let said: Vec<&String> = events.iter().filter(|event| !event.starts_with('(')).collect();
+    assert_eq!(said.len(), 1, "{events:?}");
+    assert!(said[0].starts_with("3 images were left out of the context"), "{events:?}");
+    assert!(!said[0].contains("older"), "{}", said[0]);
+    // Told after the last tool call, just before the turn ends.
+    assert_eq!(&events[events.len() - 2..], [said[0].clone(), "(turn completed)".into()]);
+    let requests = fixture.server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|request| image_blocks(&body(request)) == 20));
+}
+
+#[tokio::test]
+async fn an_image_the_provider_cannot_process_is_removed_and_the_request_sent_again() {
+    let refused = Fault::Status {
+        status: 400,
+        retry_after_secs: None,
+        message: Some("Could not process image".into()),
+        times: Some(1),
+    };
+    let mut fixture = fixture(Script::new([
+        Step::text("Without the picture, then.").with_fault(refused),
+        Step::text("Still going."),
+    ]));
+    let prompt = vec![ContentPart::Text("look".into()), image("BROKEN", 400)];
+    let notices = run(&mut fixture.session, prompt).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].starts_with("the provider could not process an image of the conversation"),
+        "{notices:?}"
+    );
+    assert!(notices[0].contains("Could not process image"), "{notices:?}");
+    let requests = fixture.server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(body(&requests[0]).contains("BROKENZ"));
+    let retried = body(&requests[1]);
+    assert!(!retried.contains("BROKENZ") && image_blocks(&retried) == 0, "{retried}");
+    assert!(retried.contains("removed: the provider could not process it"), "{retried}");
+    assert!(history_images(&fixture.session).0.is_empty());
+
+    // The session goes on: the next turn's request carries no image either.
+    let notices = run(&mut fixture.session, vec![ContentPart::Text("and now?".into())]).await;
+    assert!(notices.is_empty(), "{notices:?}");
+    let last = body(fixture.server.requests().last().unwrap());
+    assert!(!last.contains("BROKENZ") && last.contains("and now?"), "{last}");
 }
 
 #[tokio::test]
@@ -148,7 +262,7 @@ async fn large_images_are_kept_within_the_request_size_budget() {
     prompt.extend((1..=6).map(|n| image(&format!("SHOT{n}"), 4_900_000)));
     let notices = run(&mut fixture.session, prompt).await;
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(notices[0].starts_with("2 older images were left out"), "{}", notices[0]);
+    assert!(notices[0].starts_with("2 images were left out"), "{}", notices[0]);
 
     let body = body(&fixture.server.requests()[0]);
     assert_eq!(image_blocks(&body), 4);

@@ -17,6 +17,9 @@ pub(super) enum Step {
     /// The provider refused the request as longer than the context window, before any
     /// of a response arrived: compact and try once more.
     ContextExceeded(String),
+    /// The provider could not process an image of the request (its message), before any
+    /// of a response arrived: drop the newest images and try once more.
+    ImageRefused(String),
 }
 
 impl Step {
