@@ -1,9 +1,9 @@
 //! What an image must be to reach a model: one of the four types every provider takes
-//! (PNG, JPEG, GIF, WebP), valid base64 whose bytes are of the declared type, at most
-//! [`MAX_IMAGE_BYTES`] decoded and at most [`MAX_IMAGE_SIDE`] pixels a side (read from
-//! the header: no decoding). One check for every source (`read_file`, MCP results,
-//! prompts), since an image a provider refuses stays in the history and fails every
-//! later request.
+//! (PNG, JPEG, GIF, WebP), valid base64, at most [`MAX_IMAGE_BYTES`] decoded, at most
+//! [`MAX_IMAGE_SIDE`] pixels a side (read from the header: no decoding), not visibly cut
+//! off (PNG's IEND chunk, JPEG's end of image, GIF's trailer, WebP's RIFF size) and, for
+//! a GIF, not animated. One check for every source (`read_file`, MCP results, prompts),
+//! since an image a provider refuses stays in the history and fails later requests.
 
 use crate::ToolImage;
 
@@ -21,6 +21,8 @@ pub const MAX_IMAGE_SIDE: u32 = 8_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageSize {
     pub width: u32,
+    /// 0 only for a JPEG whose frame header leaves the height to a DNL marker after the
+    /// first scan (libjpeg takes such files): the height is then unknown.
     pub height: u32,
 }
 
@@ -41,9 +43,11 @@ pub(crate) fn sniff(head: &[u8]) -> Option<&'static str> {
 }
 
 /// The image `data` (base64) declared as `media_type`, when every provider would take it.
-/// Fails with why not (for a note in its place): another type (`image/svg+xml`, the
-/// non-standard `image/jpg`), bytes that are not base64 or not of the declared type,
-/// more than [`MAX_IMAGE_BYTES`], or a header [`image_size`] refuses.
+/// Bytes of another of the four types than the declared one (a PNG named `.jpg`) are sent
+/// under the type their bytes say. Fails with why not (for a note in its place): another
+/// type (`image/svg+xml`, the non-standard `image/jpg`), bytes that are not base64 or of
+/// none of the four types, more than [`MAX_IMAGE_BYTES`], or a file [`image_size`]
+/// refuses.
 pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> {
     if !matches!(media_type, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
         return Err(format!(
@@ -63,35 +67,40 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
             bytes.len()
         ));
     }
-    match sniff(&bytes) {
-        Some(actual) if actual == media_type => {
-            image_size(&bytes)?;
-            // Sent without the line breaks MIME encoders add: providers refuse them.
-            Ok(ToolImage {
-                media_type: media_type.to_string(),
-                data: data.chars().filter(|c| !c.is_ascii_whitespace()).collect(),
-            })
-        }
-        Some(actual) => Err(format!("the data is {actual}, not the declared {media_type}")),
-        None => Err(format!("the data is not a {media_type} image")),
-    }
+    let Some(actual) = sniff(&bytes) else {
+        return Err(format!("the data is not a {media_type} image (nor PNG, JPEG, GIF or WebP)"));
+    };
+    image_size(&bytes)?;
+    // Sent without the line breaks MIME encoders add: providers refuse them.
+    Ok(ToolImage {
+        media_type: actual.to_string(),
+        data: data.chars().filter(|c| !c.is_ascii_whitespace()).collect(),
+    })
 }
 
-/// The pixel size a PNG, JPEG, GIF or WebP file declares in its header, checked against
-/// [`MAX_IMAGE_SIDE`]. `bytes` is the file (or at least its header: a JPEG's frame header
-/// may follow large metadata segments). Fails, saying why, on another type, a header that
-/// is cut off or does not follow its format, a side of 0 pixels, or a side over the limit.
+/// The pixel size of a whole PNG, JPEG, GIF or WebP file, as its header declares it
+/// (for a GIF, the logical screen or, when larger, its frames), checked against
+/// [`MAX_IMAGE_SIDE`]. Fails, saying why, on another type, a header that is cut off or
+/// does not follow its format, a side of 0 pixels, a side over the limit, a file visibly
+/// cut off (a PNG without its IEND chunk, a JPEG without its end-of-image marker after
+/// the frame header, a GIF without its trailer, a WebP whose RIFF size is not its
+/// length), or an animated GIF (OpenAI takes still GIFs only).
 pub fn image_size(bytes: &[u8]) -> Result<ImageSize, String> {
     let (format, size) = match sniff(bytes) {
-        Some("image/png") => ("PNG", png_size(bytes)),
+        Some("image/png") => ("PNG", png_size(bytes).map(|size| (size, 0))),
         Some("image/jpeg") => ("JPEG", jpeg_size(bytes)),
-        Some("image/gif") => ("GIF", gif_size(bytes)),
-        Some("image/webp") => ("WebP", webp_size(bytes)),
+        Some("image/gif") => ("GIF", gif_size(bytes).map(|size| (size, 0))),
+        Some("image/webp") => ("WebP", webp_size(bytes).map(|size| (size, 0))),
         Some(_) | None => return Err("the data is not a PNG, JPEG, GIF or WebP image".into()),
     };
-    let size = size.map_err(|why| format!("the {format} header {why}"))?;
+    let (size, frame_end) = size.map_err(|why| format!("the {format} header {why}"))?;
+    let size = match format {
+        "GIF" => gif_blocks(bytes, size)?,
+        _ => size,
+    };
     let ImageSize { width, height } = size;
-    if width == 0 || height == 0 {
+    // A JPEG may leave its height to a DNL marker (ImageSize::height).
+    if width == 0 || (height == 0 && format != "JPEG") {
         return Err(format!("the {format} header says the image is {width}×{height} pixels"));
     }
     if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
@@ -100,6 +109,13 @@ pub fn image_size(bytes: &[u8]) -> Result<ImageSize, String> {
              pixels a side (scale it down first)"
         ));
     }
+    let complete = match format {
+        "PNG" => png_complete(bytes).map_err(String::from),
+        "JPEG" => jpeg_complete(bytes, frame_end).map_err(String::from),
+        "WebP" => webp_complete(bytes),
+        _ => Ok(()),
+    };
+    complete.map_err(|why| format!("the {format} file is cut off: {why}"))?;
     Ok(size)
 }
 
@@ -148,14 +164,18 @@ fn gif_size(bytes: &[u8]) -> Result<ImageSize, &'static str> {
 }
 
 /// JPEG: the segments after SOI, skipped by their lengths, up to the first frame header
-/// (SOF0–SOF15 but DHT, JPG and DAC), which holds the height, then the width.
-fn jpeg_size(bytes: &[u8]) -> Result<ImageSize, &'static str> {
+/// (SOF0–SOF15 but DHT, JPG and DAC), which holds the height, then the width. Bytes
+/// between segments that are not a marker are skipped, as libjpeg does. Returns the
+/// size and where the frame header ends.
+fn jpeg_size(bytes: &[u8]) -> Result<(ImageSize, usize), &'static str> {
     let mut at = 2;
     loop {
-        match bytes.get(at) {
-            Some(0xFF) => {}
-            Some(_) => return Err("has a segment that does not start with a marker"),
-            None => return Err(CUT_OFF),
+        // Junk before a marker (some writers leave it): skip to the next 0xFF.
+        while bytes.get(at).is_some_and(|&byte| byte != 0xFF) {
+            at += 1;
+        }
+        if at >= bytes.len() {
+            return Err(CUT_OFF);
         }
         // A marker may be preceded by any number of fill bytes (0xFF).
         while bytes.get(at) == Some(&0xFF) {
@@ -179,9 +199,125 @@ fn jpeg_size(bytes: &[u8]) -> Result<ImageSize, &'static str> {
             let (Some(height), Some(width)) = (be_u16(bytes, at + 3), be_u16(bytes, at + 5)) else {
                 return Err(CUT_OFF);
             };
-            return Ok(ImageSize { width, height });
+            return Ok((ImageSize { width, height }, at + length as usize));
         }
         at += length as usize;
+    }
+}
+
+/// GIF: the blocks after the logical screen (and its global colour table), up to the
+/// trailer: extensions and image descriptors, each frame within [`MAX_IMAGE_SIDE`].
+/// Returns the size to check: the screen, or the frames' extent where it is larger (a
+/// screen of 0×0 shows its frame). Refuses an animated GIF (a NETSCAPE2.0 or ANIMEXTS1.0
+/// loop extension, or a second frame) and one cut off before its trailer.
+fn gif_blocks(bytes: &[u8], screen: ImageSize) -> Result<ImageSize, String> {
+    const CUT: &str = "the GIF file is cut off: it ends before its trailer (0x3B)";
+    let colour_table = |flags: u8| if flags & 0x80 != 0 { 3usize << ((flags & 7) + 1) } else { 0 };
+    let flags = *bytes.get(10).ok_or(CUT)?;
+    let mut at = 13 + colour_table(flags);
+    let mut size = screen;
+    let mut frames = 0u32;
+    loop {
+        match bytes.get(at) {
+            None => return Err(CUT.into()),
+            Some(0x3B) => break,
+            Some(0x21) => {
+                let label = *bytes.get(at + 1).ok_or(CUT)?;
+                at += 2;
+                let first = bytes.get(at + 1..at + 12);
+                if label == 0xFF
+                    && bytes.get(at) == Some(&11)
+                    && matches!(first, Some(b"NETSCAPE2.0" | b"ANIMEXTS1.0"))
+                {
+                    return Err(animated());
+                }
+                at = skip_sub_blocks(bytes, at).ok_or(CUT)?;
+            }
+            Some(0x2C) => {
+                frames += 1;
+                if frames > 1 {
+                    return Err(animated());
+                }
+                let (Some(left), Some(top), Some(width), Some(height), Some(&flags)) = (
+                    le_u16(bytes, at + 1),
+                    le_u16(bytes, at + 3),
+                    le_u16(bytes, at + 5),
+                    le_u16(bytes, at + 7),
+                    bytes.get(at + 9),
+                ) else {
+                    return Err(CUT.into());
+                };
+                if width == 0 || height == 0 {
+                    return Err(format!("a GIF frame is {width}×{height} pixels"));
+                }
+                size.width = size.width.max(left + width);
+                size.height = size.height.max(top + height);
+                // Descriptor, local colour table, LZW code size, then the data sub-blocks.
+                at = skip_sub_blocks(bytes, at + 10 + colour_table(flags) + 1).ok_or(CUT)?;
+            }
+            Some(other) => {
+                return Err(format!("the GIF file has an unknown block (0x{other:02X})"));
+            }
+        }
+    }
+    Ok(size)
+}
+
+fn animated() -> String {
+    "the GIF is animated: models take still images only (send one frame as PNG)".into()
+}
+
+/// Where the sub-blocks starting at `at` end (after their 0 terminator); `None` when
+/// the bytes end first.
+fn skip_sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        let length = usize::from(*bytes.get(at)?);
+        at = at.checked_add(1 + length)?;
+        if length == 0 {
+            return Some(at);
+        }
+    }
+}
+
+/// PNG: the chunks, walked by their lengths, end with IEND (anything after it is ignored,
+/// as libpng does).
+fn png_complete(bytes: &[u8]) -> Result<(), &'static str> {
+    let mut at = 8usize;
+    loop {
+        let (Some(length), Some(kind)) = (be_u32(bytes, at), bytes.get(at + 4..at + 8)) else {
+            return Err("it ends before its IEND chunk");
+        };
+        let next = usize::try_from(length)
+            .ok()
+            .and_then(|length| at.checked_add(12)?.checked_add(length))
+            .filter(|&next| next <= bytes.len())
+            .ok_or("a chunk runs past its end (no IEND chunk)")?;
+        if kind == b"IEND" {
+            return Ok(());
+        }
+        at = next;
+    }
+}
+
+/// JPEG: an end-of-image marker after the frame header (entropy-coded data escapes 0xFF,
+/// so none can appear by chance; an EXIF thumbnail's comes before the frame header).
+fn jpeg_complete(bytes: &[u8], frame_end: usize) -> Result<(), &'static str> {
+    let rest = bytes.get(frame_end..).unwrap_or_default();
+    if rest.windows(2).any(|pair| pair == [0xFF, 0xD9]) {
+        Ok(())
+    } else {
+        Err("it has no end-of-image marker (FF D9) after its frame header")
+    }
+}
+
+/// WebP: the RIFF size is the file's length less the 8 bytes of `RIFF` and the size.
+fn webp_complete(bytes: &[u8]) -> Result<(), String> {
+    let declared = u64::from(be_u32(bytes, 4).map_or(0, u32::swap_bytes));
+    let actual = (bytes.len() as u64).saturating_sub(8);
+    if declared == actual {
+        Ok(())
+    } else {
+        Err(format!("its RIFF header says {declared} bytes follow, the file has {actual}"))
     }
 }
 
@@ -233,11 +369,13 @@ mod tests {
     fn the_four_types_pass_when_their_bytes_match() {
         let image = checked_image("image/png", PNG).unwrap();
         assert_eq!((image.media_type.as_str(), image.data.as_str()), ("image/png", PNG));
-        // "GIF89a" + padding, base64.
-        assert!(checked_image("image/gif", "R0lGODlhAQABAAAAACw=").is_ok());
+        // "GIF89a", a 1×1 screen, no colour table, the trailer: base64.
+        assert!(checked_image("image/gif", "R0lGODlhAQABAAAAADs=").is_ok());
         // MIME line breaks are accepted and not passed on.
         let wrapped = format!("{}\n{}\r\n", &PNG[..40], &PNG[40..]);
         assert_eq!(checked_image("image/png", &wrapped).unwrap().data, PNG);
+        // Declared wrong, sent as what the bytes are.
+        assert_eq!(checked_image("image/jpeg", PNG).unwrap().media_type, "image/png");
     }
 
     #[test]
@@ -250,7 +388,6 @@ mod tests {
             ("image/png", "not base64!".to_string(), "not valid base64"),
             ("image/png", "iVBORw0K=Gg=".to_string(), "not valid base64"),
             ("image/png", String::new(), "not valid base64"),
-            ("image/jpeg", PNG.to_string(), "is image/png, not the declared image/jpeg"),
             ("image/webp", "AAAA".to_string(), "not a image/webp image"),
             ("image/png", huge, "too large"),
         ];

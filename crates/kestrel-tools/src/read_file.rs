@@ -403,10 +403,13 @@ mod tests {
         // A JFIF segment, then a baseline frame header of 1×1 (height, then width).
         let jpeg = read(
             "photo.jpg",
-            &[0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0],
+            &[
+                0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11,
+                0, 0xFF, 0xD9,
+            ],
         );
         assert_eq!(jpeg.images[0].media_type, "image/jpeg");
-        let webp = read("a.webp", b"RIFF\x10\0\0\0WEBPVP8L\x05\0\0\0\x2f\0\0\0\0");
+        let webp = read("a.webp", b"RIFF\x11\0\0\0WEBPVP8L\x05\0\0\0\x2f\0\0\0\0");
         assert_eq!(webp.images[0].media_type, "image/webp");
     }
 
