@@ -156,3 +156,65 @@ async fn kestrel_resume_of_a_session_an_editor_runs_shows_its_turn_until_it_ends
     assert_eq!(turn.await.unwrap().unwrap()["stopReason"], "end_turn");
     drop(tui);
 }
+
+/// The editor's next prompt reaches the worker just before the one the TUI queued
+/// (the TUI is held still while the editor's turn ends and its next prompt goes): the
+/// worker refuses the TUI's, which is kept, shown queued under the editor's running
+/// turn, and sent when that turn ends — never lost, never shown as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tui_prompt_refused_because_an_editors_turn_got_there_first_is_sent_after_it() {
+    let test = DaemonTest::new(Script::new([
+        slow("Editor one.", 1_000),
+        slow("Editor two.", 600),
+        Step::text("TUI answer."),
+    ]));
+    let mut editor = test.client().await;
+    let session = editor.new_session(&test.env.work_path()).await;
+    let first = editor.prompt(&session, "from the editor");
+    turn_notice(&mut editor, &session).await;
+
+    let mut command = test.command(&["resume", "--last"]);
+    command.env_remove("COLORTERM");
+    let tui = Pty::spawn(&command, ROWS, COLS).expect("the TUI starts");
+    let tui = tokio::task::spawn_blocking(move || {
+        wait_screen(&tui, "the editor's turn shown running", |screen| {
+            screen.contains("from the editor") && screen.contains("● working")
+        });
+        tui.type_text("tui question").unwrap();
+        wait_screen(&tui, "the typed prompt", |screen| screen.contains("tui question"));
+        tui.press(Key::Enter).unwrap();
+        wait_screen(&tui, "the prompt queued", |screen| screen.contains("queued: tui question"));
+        tui
+    })
+    .await
+    .unwrap();
+
+    let pid = tui.pid().expect("the TUI's pid");
+    tui_support::signal(pid, libc::SIGSTOP);
+    assert_eq!(first.await.unwrap().unwrap()["stopReason"], "end_turn");
+    let second = editor.prompt(&session, "editor again");
+    let ended = turn_notice(&mut editor, &session).await;
+    assert_eq!(ended["running"], false, "{ended}");
+    let started = turn_notice(&mut editor, &session).await;
+    assert_eq!(started["running"], true, "the editor's second turn: {started}");
+    tui_support::signal(pid, libc::SIGCONT);
+
+    assert_eq!(second.await.unwrap().unwrap()["stopReason"], "end_turn");
+    let tui = tokio::task::spawn_blocking(move || {
+        let done = wait_screen(&tui, "the TUI's prompt answered after the editor's turn", |s| {
+            s.contains("Editor two.") && s.contains("TUI answer.") && s.contains("● ready")
+        });
+        assert!(!done.contains("already running") && !done.contains("failed"), "{done}");
+        tui
+    })
+    .await
+    .unwrap();
+    let prompts: Vec<String> = test
+        .record_items(&session)
+        .iter()
+        .filter(|item| item["type"] == "user_message")
+        .filter_map(|item| item["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(prompts, ["from the editor", "editor again", "tui question"]);
+    drop(tui);
+}
