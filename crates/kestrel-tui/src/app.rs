@@ -13,6 +13,7 @@ use crate::run::{ResumeTarget, StartOptions};
 use crate::status::{LinkState, Status};
 use crate::theme;
 use crate::transcript::Transcript;
+use crate::turn::Turn;
 use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::Connection;
 use kestrel_store::KestrelHome;
@@ -41,37 +42,6 @@ pub(crate) enum SessionState {
     /// `session/new` (no id) or `session/load` (its id) is on its way.
     Opening(Option<String>),
     Open(String),
-}
-
-/// A running turn.
-#[derive(Debug, Clone)]
-pub(crate) struct Turn {
-    pub(crate) started: Instant,
-    /// Esc or ctrl+c asked to stop it.
-    pub(crate) interrupted: bool,
-    /// It was stopped to send a new message at once (Tab while it ran).
-    pub(crate) steered: bool,
-    /// The prompt this UI sent for it: the prompt's answer ends the turn (and a refused
-    /// prompt goes back to the queue). `None` for another client's turn, which the
-    /// daemon's `_kestrel/session/turn` ends.
-    pub(crate) sent: Option<Prompt>,
-}
-
-impl Turn {
-    /// A turn this UI's prompt started.
-    pub(crate) fn ours(prompt: Prompt) -> Self {
-        Self { sent: Some(prompt), ..Self::observed() }
-    }
-
-    /// A turn someone else started, seen running here.
-    pub(crate) fn observed() -> Self {
-        Self { started: Instant::now(), interrupted: false, steered: false, sent: None }
-    }
-
-    /// Whether this UI's prompt started it.
-    pub(crate) fn is_ours(&self) -> bool {
-        self.sent.is_some()
-    }
 }
 
 /// Something only the run loop can do to the terminal.

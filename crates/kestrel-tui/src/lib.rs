@@ -28,6 +28,7 @@ mod terminal;
 mod theme;
 mod tool_cell;
 mod transcript;
+mod turn;
 mod ui;
 mod updates;
 mod wrap;

@@ -3,11 +3,12 @@
 //! permission requests into prompts, worker restarts into the status line, turns other
 //! clients run into the working state.
 
-use crate::app::{App, SessionState, Turn};
+use crate::app::{App, SessionState};
 use crate::approval::Approval;
 use crate::cell::{Cell, NoticeLevel};
 use crate::client;
 use crate::status::LinkState;
+use crate::turn::Turn;
 use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::Incoming;
 

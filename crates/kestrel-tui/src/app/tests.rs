@@ -1,5 +1,6 @@
-use crate::app::{SessionState, Turn};
+use crate::app::SessionState;
 use crate::test_support;
+use crate::turn::Turn;
 use std::time::Duration;
 
 #[tokio::test]

@@ -2,11 +2,12 @@
 //! working, and a prompt of this UI that the worker refused because one ran is kept and
 //! sent when it ends.
 
-use crate::app::{SessionState, Turn};
+use crate::app::SessionState;
 use crate::composer::Prompt;
 use crate::event::{AppEvent, OpenedSession};
 use crate::status::LinkState;
 use crate::test_support;
+use crate::turn::Turn;
 use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::{Incoming, Notification};
 use serde_json::{Value, json};
@@ -193,4 +194,19 @@ async fn a_turn_notice_handled_before_the_attach_answer_wins_over_it() {
     app.handle_event(opened(false));
     assert!(app.turn.as_ref().is_some_and(|turn| !turn.is_ours()));
     assert_eq!(app.status.link, LinkState::Working);
+}
+
+#[tokio::test]
+async fn another_clients_turn_a_restart_interrupted_says_so_when_the_restart_came_first() {
+    let (mut app, _dir, _events) = test_support::app();
+    app.session = SessionState::Open("s1".into());
+    started(&mut app);
+    // The daemon's order: the restart, then the interrupted turn's end.
+    let params = json!({"sessionId": "s1", "reason": "killed by signal 9", "restarts": 1});
+    let method = acp::kestrel::WORKER_RESTARTED.to_owned();
+    app.incoming(Incoming::Notification(Notification { method, params }));
+    turn_notice(&mut app, json!({"sessionId": "s1", "running": false, "stopReason": "cancelled"}));
+    let screen = test_support::screen(&mut app);
+    assert!(screen.contains("interrupted when the worker stopped"), "{screen}");
+    assert!(!screen.contains("the turn was cancelled"), "{screen}");
 }
