@@ -285,11 +285,26 @@ impl Session {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<TurnResult, AgentError> {
+        self.run_prompt_with_notices(prompt, Vec::new(), sink, cancel).await
+    }
+
+    /// Like [`Session::run_prompt`], telling the user `notices` about the prompt (an
+    /// image left out of it) as info notices in the turn, after its prompt.
+    pub async fn run_prompt_with_notices(
+        &mut self,
+        prompt: Vec<ContentPart>,
+        notices: Vec<String>,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnResult, AgentError> {
         self.write(RecordItem::TurnStarted {})?;
         self.images_dropped_in_turn = 0;
         sink.emit(AgentEvent::TurnStarted).await;
         self.write(RecordItem::UserMessage { text: record_text(&prompt) })?;
         self.history.push(Message::User { content: prompt });
+        for message in notices {
+            self.note(message, sink).await?;
+        }
         let mut usage = Usage::default();
         let (stop_reason, final_text, error) = self.turn_loop(sink, cancel, &mut usage).await?;
         self.answer_open_calls(stop_reason)?;

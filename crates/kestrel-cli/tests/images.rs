@@ -293,3 +293,34 @@ async fn a_left_out_prompt_image_reaches_clients_through_the_daemon_as_they_aske
         .await;
     assert!(plain.updates(&session).iter().all(|update| update["sessionUpdate"] != "notice"));
 }
+
+/// A prompt image declared as another type than its bytes (the TUI takes the type from
+/// the file name) goes under the type its bytes say; one without data is left out with a
+/// note, the text still sent. The user is told in the turn, after its prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_image_goes_as_its_bytes_say_and_one_without_data_is_left_out() {
+    let test = DaemonTest::new(Script::new([Step::text("One picture.")]));
+    cache_catalog(&test.env, VISION_CATALOG);
+    let client = test.client().await;
+    let session = client.new_session(&test.env.work_path()).await;
+    let prompt = json!([
+        {"type": "text", "text": "two pictures"},
+        {"type": "image", "mimeType": "image/jpeg", "data": PNG_BASE64},
+        {"type": "image", "mimeType": "image/png", "data": ""},
+    ]);
+    let answer = client
+        .request("session/prompt", json!({"sessionId": session, "prompt": prompt}))
+        .await
+        .unwrap();
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    let first = body_text(&model_requests(&test.env)[0]);
+    assert!(first.contains("data:image/png;base64,iVBORw0KGgo"), "{first}");
+    assert!(!first.contains("image/jpeg;base64"), "{first}");
+    assert!(first.contains("two pictures"), "{first}");
+    assert!(first.contains("left out of the prompt: the image has no data"), "{first}");
+    let items = test.record_items(&session);
+    let kinds: Vec<&str> = items.iter().filter_map(|item| item["type"].as_str()).collect();
+    let notice = kinds.iter().position(|kind| *kind == "notice").unwrap();
+    assert_eq!(&kinds[..notice + 1], ["turn_started", "user_message", "notice"], "{kinds:?}");
+    assert!(items[notice]["message"].as_str().unwrap().contains("the image has no data"));
+}

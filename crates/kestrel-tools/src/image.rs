@@ -43,16 +43,13 @@ pub(crate) fn sniff(head: &[u8]) -> Option<&'static str> {
 }
 
 /// The image `data` (base64) declared as `media_type`, when every provider would take it.
-/// Bytes of another of the four types than the declared one (a PNG named `.jpg`) are sent
-/// under the type their bytes say. Fails with why not (for a note in its place): another
-/// type (`image/svg+xml`, the non-standard `image/jpg`), bytes that are not base64 or of
-/// none of the four types, more than [`MAX_IMAGE_BYTES`], or a file [`image_size`]
-/// refuses.
+/// The type is what the bytes say: one declared wrongly (a PNG named `.jpg`, the
+/// non-standard `image/jpg`) goes under its real type. Fails with why not (for a note in
+/// its place): no data, data that is not base64, bytes of none of the four types (SVG,
+/// BMP), more than [`MAX_IMAGE_BYTES`], or a file [`image_size`] refuses.
 pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> {
-    if !matches!(media_type, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
-        return Err(format!(
-            "{media_type:?} is not an image type models take (PNG, JPEG, GIF or WebP)"
-        ));
+    if data.trim().is_empty() {
+        return Err("the image has no data".into());
     }
     // Base64 is 4 characters per 3 bytes: refuse a huge one before decoding it.
     let decoded_at_most = (data.len() as u64).div_ceil(4) * 3;
@@ -68,7 +65,13 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
         ));
     }
     let Some(actual) = sniff(&bytes) else {
-        return Err(format!("the data is not a {media_type} image (nor PNG, JPEG, GIF or WebP)"));
+        return Err(
+            if matches!(media_type, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
+                format!("the data is not a {media_type} image (nor PNG, JPEG, GIF or WebP)")
+            } else {
+                format!("{media_type:?} is not an image type models take (PNG, JPEG, GIF or WebP)")
+            },
+        );
     };
     image_size(&bytes)?;
     // Sent without the line breaks MIME encoders add: providers refuse them.
@@ -375,19 +378,20 @@ mod tests {
         let wrapped = format!("{}\n{}\r\n", &PNG[..40], &PNG[40..]);
         assert_eq!(checked_image("image/png", &wrapped).unwrap().data, PNG);
         // Declared wrong, sent as what the bytes are.
-        assert_eq!(checked_image("image/jpeg", PNG).unwrap().media_type, "image/png");
+        for declared in ["image/jpeg", "image/jpg", "image/svg+xml", "application/octet-stream"] {
+            assert_eq!(checked_image(declared, PNG).unwrap().media_type, "image/png");
+        }
     }
 
     #[test]
     fn what_a_provider_would_refuse_is_an_error_saying_why() {
         let huge = "A".repeat(usize::try_from(MAX_IMAGE_BYTES).unwrap() / 3 * 4 + 8);
         let cases = [
-            ("image/svg+xml", PNG.to_string(), "not an image type models take"),
-            ("image/bmp", PNG.to_string(), "not an image type models take"),
-            ("image/jpg", PNG.to_string(), "not an image type models take"),
+            ("image/svg+xml", "PHN2Zy8+".to_string(), "not an image type models take"),
+            ("image/bmp", "Qk0=".to_string(), "not an image type models take"),
             ("image/png", "not base64!".to_string(), "not valid base64"),
             ("image/png", "iVBORw0K=Gg=".to_string(), "not valid base64"),
-            ("image/png", String::new(), "not valid base64"),
+            ("image/png", String::new(), "the image has no data"),
             ("image/webp", "AAAA".to_string(), "not a image/webp image"),
             ("image/png", huge, "too large"),
         ];

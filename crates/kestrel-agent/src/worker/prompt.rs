@@ -27,11 +27,11 @@ impl PromptContent {
 }
 
 /// The model content of a prompt. An image no provider takes (see
-/// `kestrel_tools::checked_image`: SVG, BMP, bytes not of the declared type, too large)
-/// is replaced by a note saying why, for the model and the record, and named in
-/// `left_out`. Fails, with a message for the client, on an empty prompt (or one with
-/// nothing but such images), an image block without data, and content the models cannot
-/// take (audio, unknown block types).
+/// `kestrel_tools::checked_image`: no data, SVG, BMP, too large, cut off; one declared as
+/// another of the four types goes under its real type) is replaced by a note saying why,
+/// for the model and the record, and named in `left_out`. Fails, with a message for the
+/// client, on an empty prompt (or one with nothing but such images) and content the
+/// models cannot take (audio, unknown block types).
 pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<PromptContent, String> {
     let mut parts = Vec::new();
     let mut left_out = Vec::new();
@@ -82,12 +82,6 @@ pub(crate) fn content_parts(blocks: &[acp::ContentBlock]) -> Result<PromptConten
                 _ => return Err("the prompt has an embedded resource of an unknown kind".into()),
             },
             acp::ContentBlock::Image(block) => {
-                if block.data.is_empty() {
-                    return Err(
-                        "an image in the prompt has no data: send it base64-encoded in `data`"
-                            .into(),
-                    );
-                }
                 let name = match &block.uri {
                     Some(uri) => format!("{}, {uri}", block.mime_type),
                     None => block.mime_type.clone(),
@@ -184,11 +178,10 @@ mod tests {
     #[test]
     fn images_no_provider_takes_are_left_out_with_a_note_and_the_text_is_kept() {
         let cases = [
-            ("image/svg+xml", PNG, "not an image type models take"),
-            ("image/bmp", PNG, "not an image type models take"),
-            ("image/jpg", PNG, "not an image type models take"),
+            ("image/svg+xml", "PHN2Zy8+", "not an image type models take"),
+            ("image/bmp", "Qk0=", "not an image type models take"),
             ("image/png", "not base64", "not valid base64"),
-            ("image/jpeg", PNG, "not the declared image/jpeg"),
+            ("image/png", "", "the image has no data"),
         ];
         for (mime, data, expected) in cases {
             let prompt = blocks(json!([
@@ -203,7 +196,7 @@ mod tests {
             assert!(text.starts_with("what is this?\n[image: "), "{mime}: {text}");
             assert!(text.contains("left out of the prompt") && text.contains(expected), "{text}");
             assert!(text.ends_with("]\nthanks"), "{text}");
-            assert!(!text.contains(data), "{mime}: the data is not sent: {text}");
+            assert!(data.is_empty() || !text.contains(data), "{mime}: no data sent: {text}");
             let notices = content.notices();
             assert_eq!(notices.len(), 1, "{mime}");
             assert!(notices[0].starts_with("an image in the prompt was not sent ("), "{notices:?}");
@@ -218,7 +211,7 @@ mod tests {
         let blob = blocks(json!([
             {"type": "text", "text": "see"},
             {"type": "resource", "resource":
-                {"uri": "file:///w/a.bmp", "blob": PNG, "mimeType": "image/bmp"}},
+                {"uri": "file:///w/a.bmp", "blob": "Qk0=", "mimeType": "image/bmp"}},
             {"type": "image", "mimeType": "image/png", "data": PNG}
         ]));
         let content = content_parts(&blob).unwrap();
@@ -227,6 +220,20 @@ mod tests {
         assert!(text.contains("[image: image/bmp, file:///w/a.bmp — left out"), "{text}");
         assert!(matches!(&content.parts[1], ContentPart::Image { .. }));
         assert!(content.notices()[0].contains("image/bmp, file:///w/a.bmp"));
+    }
+
+    #[test]
+    fn an_image_declared_as_another_type_goes_as_what_its_bytes_are() {
+        let prompt = blocks(json!([
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "mimeType": "image/jpeg", "data": PNG},
+        ]));
+        let content = content_parts(&prompt).unwrap();
+        assert!(content.left_out.is_empty(), "{:?}", content.left_out);
+        assert_eq!(
+            content.parts[1],
+            ContentPart::Image { media_type: "image/png".into(), data: PNG.into() }
+        );
     }
 
     #[test]

@@ -300,14 +300,10 @@ impl Server {
         };
         let finished = self.finished.clone();
         tokio::spawn(async move {
-            // Images left out of the prompt are told first (the record has them too).
-            let result = async {
-                for message in prompt.notices() {
-                    session.note(message, &sink).await?;
-                }
-                session.run_prompt(prompt.parts, &sink, &cancel).await
-            }
-            .await;
+            // Images left out of the prompt are told in the turn, after its prompt.
+            let notices = prompt.notices();
+            let result =
+                session.run_prompt_with_notices(prompt.parts, notices, &sink, &cancel).await;
             let result = prompt_result(result);
             let _ = finished.send(TurnDone { session, request: id, result }).await;
         });

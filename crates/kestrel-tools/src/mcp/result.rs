@@ -147,10 +147,10 @@ mod tests {
     #[test]
     fn images_a_provider_would_refuse_become_notes() {
         let output = tool_output(result(json!({"content": [
-            {"type": "image", "data": PNG, "mimeType": "image/svg+xml"},
-            {"type": "image", "data": PNG, "mimeType": "image/jpg"},
+            {"type": "image", "data": "PHN2Zy8+", "mimeType": "image/svg+xml"},
+            {"type": "image", "data": "Qk0=", "mimeType": "image/jpg"},
             {"type": "image", "data": "%%", "mimeType": "image/png"},
-            {"type": "resource", "resource": {"uri": "file:///a.bmp", "blob": PNG, "mimeType": "image/bmp"}},
+            {"type": "resource", "resource": {"uri": "file:///a.bmp", "blob": "Qk0=", "mimeType": "image/bmp"}},
             {"type": "image", "data": PNG, "mimeType": "image/png"},
         ]})));
         assert!(output.images.len() == 1 && output.images[0].data == PNG, "{:?}", output.images);
