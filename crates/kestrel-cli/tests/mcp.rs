@@ -581,9 +581,11 @@ fn an_mcp_image_of_a_type_the_provider_refuses_becomes_a_note_and_the_session_go
     assert!(output.status.success(), "{}", stderr(&output));
     let second = body_text(&model_requests(&env)[1]);
     assert!(second.contains("image/svg+xml, not shown: "), "{second}");
-    assert!(second.contains("\\\"image/jpg\\\" is not an image type models take"), "{second}");
+    // A PNG declared `image/jpg` goes as what its bytes are.
+    assert_eq!(second.matches(r#""content":"[image: image/png]""#).count(), 2, "{second}");
     assert!(second.contains("iVBORw0KGgo"), "the PNG is sent: {second}");
-    assert_eq!(second.matches(r#""type":"image""#).count(), 1, "{second}");
+    assert_eq!(second.matches(r#""type":"image""#).count(), 2, "{second}");
+    assert_eq!(second.matches(r#""media_type":"image/png""#).count(), 2, "{second}");
 }
 
 /// A loopback "MCP server" that answers every HTTP request with `status` and a body

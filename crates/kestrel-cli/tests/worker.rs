@@ -403,7 +403,7 @@ async fn images_and_resources_in_a_prompt_reach_the_model() {
     let prompt = json!([
         {"type": "text", "text": "what is in "},
         {"type": "resource_link", "name": "square.png", "uri": "file:///w/square.png"},
-        {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAE="},
+        {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAACklEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg=="},
         {"type": "resource", "resource": {"uri": "file:///w/notes.txt", "text": "it is red"}}
     ]);
     let running = {
@@ -416,7 +416,7 @@ async fn images_and_resources_in_a_prompt_reach_the_model() {
     let body = &env.requests()[0].body;
     let content = body["messages"][0]["content"].to_string();
     assert!(content.contains("what is in [square.png](file:///w/square.png)"), "{content}");
-    assert!(content.contains("iVBORw0KGgoAAAANSUhEUgAAAAE="), "{content}");
+    assert!(content.contains("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ"), "{content}");
     assert!(content.contains("image/png"), "{content}");
     assert!(content.contains("it is red"), "{content}");
     let user = record_items(&env, &id).into_iter().find(|item| item["type"] == "user_message");

@@ -102,7 +102,7 @@ fn image(
     let source = resource.map(|uri| format!(", resource {uri}")).unwrap_or_default();
     match checked_image(mime, data) {
         Ok(image) => {
-            texts.push(format!("[image: {mime}{source}]"));
+            texts.push(format!("[image: {}{source}]", image.media_type));
             images.push(image);
         }
         Err(why) => texts.push(format!("[image: {mime}{source}, not shown: {why}]")),
