@@ -282,8 +282,10 @@ impl Printer {
                 self.note(&message);
                 Vec::new()
             }
-            // Shown on stderr by `emit` in every output mode.
-            AgentEvent::Notice(_) => Vec::new(),
+            // Also shown on stderr by `emit`, in every output mode.
+            AgentEvent::Notice(notice) => {
+                vec![ExecEvent::Notice { kind: notice.kind, message: notice.message }]
+            }
             AgentEvent::TurnCompleted { stop_reason, usage, .. } => {
                 vec![ExecEvent::TurnCompleted { stop_reason, usage: usage.into() }]
             }

@@ -324,3 +324,42 @@ async fn a_prompt_image_goes_as_its_bytes_say_and_one_without_data_is_left_out()
     assert_eq!(&kinds[..notice + 1], ["turn_started", "user_message", "notice"], "{kinds:?}");
     assert!(items[notice]["message"].as_str().unwrap().contains("the image has no data"));
 }
+
+/// An image that passed the checks but that the provider could not process (HTTP 400
+/// "Could not process image") is removed from the conversation, the user told, and the
+/// request sent again: the turn ends well, and `exec --json` carries the notice.
+#[test]
+fn an_image_the_provider_cannot_process_is_removed_and_exec_json_says_so() {
+    let refused = kestrel_testkit::Fault::Status {
+        status: 400,
+        retry_after_secs: None,
+        message: Some("Could not process image".into()),
+        times: Some(1),
+    };
+    let env = TestEnv::new(
+        Wire::Anthropic,
+        Script::new([
+            Step::tool_call("read_file", json!({"path": "dot.png"})),
+            Step::text("Could not see it, but here is my answer.").with_fault(refused),
+        ]),
+    );
+    cache_catalog(&env, VISION_CATALOG);
+    std::fs::write(env.work_path().join("dot.png"), PNG).unwrap();
+    let output = env.kestrel(&["exec", "--json", "what is in dot.png?"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let notice = events.iter().find(|event| event["type"] == "notice").expect("a notice event");
+    assert_eq!(notice["kind"], "info", "{notice}");
+    let message = notice["message"].as_str().unwrap();
+    assert!(message.starts_with("the provider could not process an image"), "{message}");
+    assert_eq!(events.last().unwrap()["type"], "turn.completed", "{events:?}");
+    let requests = model_requests(&env);
+    assert_eq!(requests.len(), 3, "read, refused, sent again");
+    assert!(body_text(&requests[1]).contains("iVBORw0KGgo"));
+    let retried = body_text(&requests[2]);
+    assert!(!retried.contains("iVBORw0KGgo"), "{retried}");
+    assert!(retried.contains("removed: the provider could not process it"), "{retried}");
+}

@@ -2,7 +2,7 @@
 //! on stdout, nothing else. Stable and versioned: fields may be added, never renamed.
 //! Documented in docs/exec-json.md.
 
-use crate::{SessionId, StopReason, Usage};
+use crate::{NoticeKind, SessionId, StopReason, Usage};
 use serde::{Deserialize, Serialize};
 
 /// The version in `session.started`; bumped only for incompatible changes.
@@ -33,6 +33,10 @@ pub enum ExecEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_id: Option<SessionId>,
     },
+    /// Something the user is told that is not conversation (an image left out of the
+    /// prompt or the context, a compaction, a tool source that failed); also on stderr.
+    #[serde(rename = "notice")]
+    Notice { kind: NoticeKind, message: String },
     #[serde(rename = "turn.completed")]
     TurnCompleted { stop_reason: StopReason, usage: ExecUsage },
     #[serde(rename = "turn.failed")]
