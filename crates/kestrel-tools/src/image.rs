@@ -90,21 +90,22 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
 /// length), or an animated GIF (OpenAI takes still GIFs only).
 pub fn image_size(bytes: &[u8]) -> Result<ImageSize, String> {
     let (format, size) = match sniff(bytes) {
-        Some("image/png") => ("PNG", png_size(bytes).map(|size| (size, 0))),
-        Some("image/jpeg") => ("JPEG", jpeg_size(bytes)),
-        Some("image/gif") => ("GIF", gif_size(bytes).map(|size| (size, 0))),
-        Some("image/webp") => ("WebP", webp_size(bytes).map(|size| (size, 0))),
+        Some("image/png") => (Format::Png, png_size(bytes).map(|size| (size, 0))),
+        Some("image/jpeg") => (Format::Jpeg, jpeg_size(bytes)),
+        Some("image/gif") => (Format::Gif, gif_size(bytes).map(|size| (size, 0))),
+        Some("image/webp") => (Format::WebP, webp_size(bytes).map(|size| (size, 0))),
         Some(_) | None => return Err("the data is not a PNG, JPEG, GIF or WebP image".into()),
     };
-    let (size, frame_end) = size.map_err(|why| format!("the {format} header {why}"))?;
+    let name = format.name();
+    let (size, frame_end) = size.map_err(|why| format!("the {name} header {why}"))?;
     let size = match format {
-        "GIF" => gif_blocks(bytes, size)?,
-        _ => size,
+        Format::Gif => gif_blocks(bytes, size)?,
+        Format::Png | Format::Jpeg | Format::WebP => size,
     };
     let ImageSize { width, height } = size;
     // A JPEG may leave its height to a DNL marker (ImageSize::height).
-    if width == 0 || (height == 0 && format != "JPEG") {
-        return Err(format!("the {format} header says the image is {width}×{height} pixels"));
+    if width == 0 || (height == 0 && format != Format::Jpeg) {
+        return Err(format!("the {name} header says the image is {width}×{height} pixels"));
     }
     if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
         return Err(format!(
@@ -113,13 +114,34 @@ pub fn image_size(bytes: &[u8]) -> Result<ImageSize, String> {
         ));
     }
     let complete = match format {
-        "PNG" => png_complete(bytes).map_err(String::from),
-        "JPEG" => jpeg_complete(bytes, frame_end).map_err(String::from),
-        "WebP" => webp_complete(bytes),
-        _ => Ok(()),
+        Format::Png => png_complete(bytes).map_err(String::from),
+        Format::Jpeg => jpeg_complete(bytes, frame_end).map_err(String::from),
+        Format::WebP => webp_complete(bytes),
+        // Its blocks were walked to the trailer above.
+        Format::Gif => Ok(()),
     };
-    complete.map_err(|why| format!("the {format} file is cut off: {why}"))?;
+    complete.map_err(|why| format!("the {name} file is cut off: {why}"))?;
     Ok(size)
+}
+
+/// The four image formats, as [`sniff`] tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Png,
+    Jpeg,
+    Gif,
+    WebP,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Png => "PNG",
+            Format::Jpeg => "JPEG",
+            Format::Gif => "GIF",
+            Format::WebP => "WebP",
+        }
+    }
 }
 
 /// What a header parser says when the bytes end before the size.
