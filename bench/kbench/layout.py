@@ -12,7 +12,8 @@ together, they fit in a fraction of that (bench/RESULTS.md, 2026-11-30).
 
 How: a release build that also writes a link map (`KESTREL_LINK_MAP`), then a session run
 under `valgrind --tool=callgrind --trace-children=yes` against the scripted model: the
-daemon, a TUI session of a few turns with tool calls (so the worker's tool code is in),
+daemon, a TUI session of a few turns with tool calls in mode auto (so the worker's tool,
+sandbox and checkpoint code is in; the bench's idle-tree row measures such a session),
 `kestrel exec` with tools, `kestrel sessions`. Every executed address is mapped to the
 function (input section) holding it. Functions are grouped by the set of processes that
 ran them and the groups laid out so that each process's functions are close to
@@ -175,7 +176,7 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
     with ScriptedServer(scripted, steps, work) as server:
         Kestrel.configure(home, server.base_url)
         (home / "config.toml").write_text((home / "config.toml").read_text().replace(
-            'model = "scripted/test-model"\n', 'model = "scripted/test-model"\nmode = "yolo"\n'))
+            'model = "scripted/test-model"\n', 'model = "scripted/test-model"\nmode = "auto"\n'))
         env = clean_env(KESTREL_HOME=home)
         session = None
         try:
