@@ -12,8 +12,9 @@ together, they fit in a fraction of that (bench/RESULTS.md, 2026-11-30).
 
 How: a release build that also writes a link map (`KESTREL_LINK_MAP`), then a session run
 under `valgrind --tool=callgrind --trace-children=yes` against the scripted model: the
-daemon, a TUI session of a few turns with tool calls in mode auto (so the worker's tool,
-sandbox and checkpoint code is in; the bench's idle-tree row measures such a session),
+daemon, a TUI session of three turns with tool calls in mode auto and answers with code
+blocks (so the worker's tool, sandbox and checkpoint code and the TUI's highlighting are
+in; the bench's idle-tree row measures such a session, with other calls),
 `kestrel exec` with tools, `kestrel sessions`. Every executed address is mapped to the
 function (input section) holding it. Functions are grouped by the set of processes that
 ran them and the groups laid out so that each process's functions are close to
@@ -24,14 +25,18 @@ order (keeps each crate's code together).
 The list names symbols. With v0 mangling (.cargo/config.toml) a function's name is its
 path plus its crate's disambiguator, which cargo derives from the crate's `-C metadata`:
 version, dependencies, features, profile and toolchain (not RUSTFLAGS, not the source).
-So editing code keeps names (a renamed, moved, inlined or new function aside), while a
-dependency added to a crate renames the functions of that crate and of every crate above
-it, and so do a version bump and a new toolchain. A build whose RUSTFLAGS drop the v0
-setting gets legacy names, which the list does not hold. Names not found are skipped by
-the linker (only the layout suffers). `.ci/run` links with a map and runs `--check`: it
-fails when less than 90% of the listed functions, or of those of Kestrel's own crates,
-are in the build. Then run this script (about 5 minutes: two release links and a minute
-under valgrind) and commit the file.
+So most edits keep names, but not all: a renamed, moved or inlined function; methods of
+an `impl` block after one added or removed in the same module (v0 numbers the blocks);
+functions ThinLTO promoted out of their module (`.llvm.<hash>`, ~6% of the list), which
+any edit of their crate renames. A dependency added to a crate renames the functions of
+that crate and of every crate above it, and so do a version bump and a new toolchain. A
+build whose RUSTFLAGS drop the v0 setting (RUSTFLAGS in the environment replace
+.cargo/config.toml's) gets legacy names, which the list does not hold. Names not found
+are skipped by the linker (only the layout suffers). `.ci/run` links with a map and runs
+`--check`: it fails when less than 90% of the listed functions, or 95% of those of
+Kestrel's own crates (the `.llvm.` ones aside), are in the build, and prints the missing.
+Then run this script (about 5 minutes: two release links and a minute under valgrind) and
+commit the file.
 """
 
 import argparse
@@ -62,8 +67,6 @@ GROUP_ORDER = (
     {"daemon"}, {"daemon", "worker"}, {"worker"},
 )
 TIMEOUT = 300.0
-# --check fails below this share of listed functions found in the build.
-CHECK_THRESHOLD = 0.90
 
 
 def build(work: Path) -> tuple:
@@ -166,17 +169,24 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
     (cwd / "notes.txt").write_text("alpha\nbeta\ngamma\n")
     subprocess.run(["git", "init", "-q", str(cwd)], check=True)
     patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n alpha\n-beta\n+BETA\n*** End Patch\n"
+    code = ("Done:\n\n```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n```sh\ncargo test\n```"
+            "\n\n```json\n{\"a\": [1, 2]}\n```\n\n")
+    # Other tools and arguments than the bench's measured session (bench/kbench/tui.py), so
+    # the list is not fitted to that one script.
     turns = [
-        [tool_step("shell", {"command": "echo hi"}), step("turn one done")],
-        [tool_step("read_file", {"path": "notes.txt"}), tool_step("grep", {"pattern": "gamma"}),
+        [tool_step("shell", {"command": "ls -la && echo done"}),
+         tool_step("list_dir", {"path": "."}), tool_step("glob", {"pattern": "*.txt"}),
+         step(code + "turn one done")],
+        [tool_step("read_file", {"path": "notes.txt"}), tool_step("grep", {"pattern": "gam+a"}),
+         tool_step("write_file", {"path": "new.txt", "content": "one\ntwo\n"}),
+         tool_step("edit_file", {"path": "new.txt", "old_string": "two", "new_string": "three"}),
          step("turn two done")],
-        [tool_step("apply_patch", {"patch": patch}), step("turn three done")],
+        [tool_step("apply_patch", {"patch": patch}), step(code + "turn three done")],
     ]
     steps = [item for turn in turns for item in turn]
     with ScriptedServer(scripted, steps, work) as server:
         Kestrel.configure(home, server.base_url)
-        (home / "config.toml").write_text((home / "config.toml").read_text().replace(
-            'model = "scripted/test-model"\n', 'model = "scripted/test-model"\nmode = "auto"\n'))
+        (home / "config.toml").write_text('mode = "auto"\n' + (home / "config.toml").read_text())
         env = clean_env(KESTREL_HOME=home)
         session = None
         try:
@@ -209,8 +219,8 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
         for argv in (["exec", "say hi"], ["sessions"]):
             subprocess.run([*valgrind, str(kestrel), *argv], env=env, cwd=cwd,
                            check=True, capture_output=True, timeout=TIMEOUT)
-    if "BETA" not in (cwd / "notes.txt").read_text():
-        raise SystemExit("the profiled apply_patch call did not apply its patch")
+    if "BETA" not in (cwd / "notes.txt").read_text() or (cwd / "new.txt").read_text() != "one\nthree\n":
+        raise SystemExit("the profiled apply_patch, write_file or edit_file call changed nothing")
     errors = tool_errors(home)
     if errors:
         raise SystemExit("profiled tool calls failed:\n" + "\n".join(errors))
@@ -240,25 +250,29 @@ def order(starts, ends, names, by_role) -> list:
 
 def check(link_map: Path) -> int:
     """0 when hot-symbols.txt still names the functions of the build that wrote `link_map`:
-    at least CHECK_THRESHOLD of all its names, and of the names of Kestrel's own crates
-    (those are the ones source changes can remove; dependencies' names only change with
-    their versions)."""
+    at least 90% of all its names, and 95% of the names of Kestrel's own crates that are
+    not ThinLTO-promoted locals (`.llvm.<hash>`: any edit of their crate renames those, so
+    they are counted but cannot fail the check)."""
     _, _, names = functions(link_map)
     present = set(names)
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
-    own = [name for name in listed if "kestrel" in name]
+    own = [name for name in listed if "kestrel" in name and ".llvm." not in name]
     failed = False
-    for label, group in (("all", listed), ("Kestrel's own crates", own)):
+    for label, group, threshold in (("all", listed, 0.90),
+                                    ("Kestrel's own crates, no .llvm. names", own, 0.95)):
         found = sum(1 for name in group if name in present)
         share = found / len(group) if group else 0.0
         print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(group)} functions ({label}) are in "
-              f"this build ({share:.0%})")
-        failed |= share < CHECK_THRESHOLD
+              f"this build ({share:.1%}; at least {threshold:.0%} needed)")
+        failed |= share < threshold
+    missing = [name for name in own if name not in present]
+    if missing:
+        print("missing own functions (first 20):\n  " + "\n  ".join(missing[:20]))
     if not failed:
         return 0
-    print(f"Fewer than {CHECK_THRESHOLD:.0%}: the code layout no longer fits this build (functions "
-          "renamed or gone: a dependency, version or toolchain change, or code moved), and each "
-          "process of a session holds megabytes more code (bench/RESULTS.md). Regenerate it with "
+    print("The code layout no longer fits this build (functions renamed or gone: a dependency, "
+          "version or toolchain change, or code moved), and each process of a session holds "
+          "megabytes more code (bench/RESULTS.md). Regenerate it with "
           "`python3 bench/kbench/layout.py` and commit crates/kestrel-cli/hot-symbols.txt.",
           file=sys.stderr)
     return 1

@@ -517,8 +517,13 @@ class TuiSession:
 
 
 TURNS = 50
-# The answer of the first turn, after its tool calls.
+# The end of the first turn's answer, after its tool calls.
 TOOLS_ANSWER = "kbench-tools-done"
+# Answers show code: the first code block loads syntax highlighting into the TUI, which
+# a session with no code on screen would never measure.
+CODE_ANSWER = ("Patched it:\n\n```rust\nfn main() {\n    let notes = std::fs::read_to_string(\"notes.txt\");\n"
+               "    println!(\"{notes:?}\");\n}\n```\n\nand to check:\n\n```python\nprint(open('notes.txt')"
+               ".read().upper())\n```\n\n" + TOOLS_ANSWER)
 # The file the first turn reads, greps and patches, created in each session's cwd.
 NOTES = "notes.txt"
 NOTES_BEFORE = "alpha\nbeta\ngamma\n"
@@ -526,7 +531,8 @@ NOTES_AFTER = "alpha\nBETA\ngamma\n"
 PATCH = f"*** Begin Patch\n*** Update File: {NOTES}\n@@\n alpha\n-beta\n+BETA\n*** End Patch\n"
 # What the screen shows for each tool call of the first turn once it succeeded.
 TOOL_CELLS = ("✓ shell: echo hi", f"✓ read_file: {NOTES}", "✓ grep: gamma", f"✓ apply_patch: {NOTES}")
-TOOLS_NOTE = "its first turn ran shell, read_file, grep and apply_patch (mode auto)"
+TOOLS_NOTE = ("its first turn ran shell, read_file, grep and apply_patch (mode auto) and "
+              "answered with a Rust and a Python code block")
 
 
 def idle_sessions(runs: int) -> int:
@@ -536,13 +542,14 @@ def idle_sessions(runs: int) -> int:
 
 def tools_turn() -> list:
     """The scripted steps of a first turn as a user's: shell, read_file, grep and
-    apply_patch (argument `patch`, as kestrel-tools' apply_patch takes it), then the
-    answer. A session that ran tools holds more in its worker than one that only chatted."""
+    apply_patch (argument `patch`, as kestrel-tools' apply_patch takes it), then an
+    answer with code blocks. A session that ran tools holds more in its worker than one
+    that only chatted, and code on screen more in the TUI."""
     return [tool_step("shell", {"command": "echo hi"}),
             tool_step("read_file", {"path": NOTES}),
             tool_step("grep", {"pattern": "gamma"}),
             tool_step("apply_patch", {"patch": PATCH}),
-            step(TOOLS_ANSWER)]
+            step(CODE_ANSWER)]
 
 
 def _check_tools_turn(session, cwd: Path):

@@ -20,6 +20,16 @@ fn main() {
     if env::var("PROFILE").as_deref() != Ok("release") || !links_with_rust_lld() {
         return;
     }
+    if !env::var("CARGO_ENCODED_RUSTFLAGS")
+        .unwrap_or_default()
+        .contains("symbol-mangling-version=v0")
+    {
+        // RUSTFLAGS from the environment replace .cargo/config.toml's: legacy names.
+        println!(
+            "cargo:warning=built without -C symbol-mangling-version=v0 (RUSTFLAGS set?): \
+             hot-symbols.txt names v0 symbols, so the code layout will not apply"
+        );
+    }
     if order.is_file() {
         linker_arg(&format!("--symbol-ordering-file={}", order.display()));
         linker_arg("--no-warn-symbol-ordering");
