@@ -13,9 +13,7 @@
 
 mod support;
 
-use kestrel_protocol::{
-    RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, StopReason, Timestamp, Usage,
-};
+use kestrel_protocol::{RecordEntry, RecordItem, StopReason, Timestamp, Usage};
 use kestrel_store::{KestrelHome, SessionIndex, SessionRecord};
 use std::path::Path;
 use support::{BenchResult, Filler, Flags, report, run_child, write_session};
@@ -72,17 +70,7 @@ fn write_turns(
     turns: usize,
     seed: u64,
 ) -> BenchResult<()> {
-    let header = RecordHeader {
-        id: SessionId::new(),
-        version: RECORD_VERSION,
-        created_at,
-        cwd: "/work/project".to_owned(),
-        provider: "scripted".to_owned(),
-        model: "test-model".to_owned(),
-        parent_id: None,
-        forked_from: None,
-    };
-    let mut record = SessionRecord::create(home, header)?;
+    let mut record = SessionRecord::create(home, support::bench_header(created_at))?;
     let mut filler = Filler::new(seed);
     for turn in 0..turns {
         let start = created_at.millis + turn as i64 * TURN_SPACING_MILLIS;

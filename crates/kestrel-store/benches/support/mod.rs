@@ -247,13 +247,9 @@ pub fn turn_item(index: usize, filler: &mut Filler) -> RecordItem {
 
 /// Creates a session in `home` through [`SessionRecord`] with `items` items of
 /// [`turn_item`], created at `created_at`, and returns its id.
-pub fn write_session(
-    home: &KestrelHome,
-    created_at: Timestamp,
-    items: usize,
-    seed: u64,
-) -> Result<SessionId, StoreError> {
-    let header = RecordHeader {
+/// The header of a generated session (a new id, the bench's project and model).
+pub fn bench_header(created_at: Timestamp) -> RecordHeader {
+    RecordHeader {
         id: SessionId::new(),
         version: RECORD_VERSION,
         created_at,
@@ -262,8 +258,16 @@ pub fn write_session(
         model: "test-model".to_owned(),
         parent_id: None,
         forked_from: None,
-    };
-    let mut record = SessionRecord::create(home, header)?;
+    }
+}
+
+pub fn write_session(
+    home: &KestrelHome,
+    created_at: Timestamp,
+    items: usize,
+    seed: u64,
+) -> Result<SessionId, StoreError> {
+    let mut record = SessionRecord::create(home, bench_header(created_at))?;
     let mut filler = Filler::new(seed);
     for index in 0..items {
         let ts = Timestamp { millis: created_at.millis + index as i64 * 50 };
