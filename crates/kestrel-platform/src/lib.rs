@@ -2,12 +2,14 @@
 //! crate (process groups and tree kills, IPC endpoints, sandbox primitives).
 
 pub mod ipc;
+pub mod memory;
 pub mod process;
 pub mod sandbox;
 
 pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
+pub use memory::{release_relocation_table, trim_heap};
 pub use process::{
     ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
     kill_groups_listed_in, mirror_groups_to, shell_command, spawn_group, stop_mirroring_groups,
