@@ -187,3 +187,40 @@ async fn a_subagents_first_turn_runs_for_a_client_attaching_to_it_and_its_end_is
     assert_eq!(heard(&client, &parent), ["true", "false:end_turn"]);
     assert!(heard(&client, &child).is_empty());
 }
+
+/// A client that takes no notices (most editors) does not get the session's mode
+/// switches as `[kestrel]` agent messages in a load's history (worker restarted from the
+/// record) or when attaching to the live session again: it learns
+/// the mode from the session's state, and such lines would run into the answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_switches_reach_no_plain_client_as_agent_messages() {
+    let test =
+        DaemonTest::new(Script::new([Step::text("First answer."), Step::text("Second answer.")]));
+    let client = test.client().await;
+    let cwd = test.env.work_path();
+    let session = client.new_session(&cwd).await;
+    client.set_mode(&session, "auto").await;
+    client.prompt(&session, "hello").await.unwrap().unwrap();
+    client.set_mode(&session, "yolo").await;
+    client.prompt(&session, "again").await.unwrap().unwrap();
+    // A daemon started afresh replays the record: the switches are notices there.
+    drop(client);
+    test.stop_daemon();
+    let mut client = test.client().await;
+    client.load(&session, &cwd).await.unwrap();
+    let mut other = test.client().await;
+    other.load(&session, &cwd).await.unwrap();
+    for plain in [&mut client, &mut other] {
+        let text = |plain: &AcpClient| -> String {
+            plain
+                .updates(&session)
+                .iter()
+                .filter_map(|update| update["content"]["text"].as_str().map(str::to_owned))
+                .collect()
+        };
+        while !text(plain).contains("Second answer.") {
+            plain.wait_for("more of the session's updates", |_| true).await;
+        }
+        assert!(!text(plain).contains("[kestrel]"), "{}", text(plain));
+    }
+}

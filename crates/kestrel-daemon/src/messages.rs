@@ -62,9 +62,13 @@ pub(crate) fn initialize_worker_request() -> Value {
 }
 
 /// A worker's `notice` update as a client that did not advertise `session.notices` gets
-/// it: an agent message, as [`restart_notice`] says it. `None` for any other update.
+/// it: an agent message, as [`restart_notice`] says it. `None` for any other update, and
+/// for mode and model switches (`_meta.kestrel.switch`): such a client learns those from
+/// the session's state, and a line in its transcript would run into the answers.
 pub(crate) fn notice_for_client(session_id: &str, update: &Value) -> Option<Value> {
-    if update.get("sessionUpdate").and_then(Value::as_str) != Some("notice") {
+    if update.get("sessionUpdate").and_then(Value::as_str) != Some("notice")
+        || update.pointer("/_meta/kestrel/switch").and_then(Value::as_bool) == Some(true)
+    {
         return None;
     }
     let title = update.get("title").and_then(Value::as_str).unwrap_or("notice");

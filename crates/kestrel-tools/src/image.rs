@@ -86,7 +86,7 @@ pub fn checked_image(media_type: &str, data: &str) -> Result<ToolImage, String> 
 /// [`MAX_IMAGE_SIDE`]. Fails, saying why, on another type, a header that is cut off or
 /// does not follow its format, a side of 0 pixels, a side over the limit, a file visibly
 /// cut off (a PNG without its IEND chunk, a JPEG without its end-of-image marker after
-/// the frame header, a GIF without its trailer, a WebP whose RIFF size is not its
+/// the frame header, a GIF without its trailer, a WebP whose RIFF size is more than its
 /// length), or an animated GIF (OpenAI takes still GIFs only).
 pub fn image_size(bytes: &[u8]) -> Result<ImageSize, String> {
     let (format, size) = match sniff(bytes) {
@@ -335,11 +335,12 @@ fn jpeg_complete(bytes: &[u8], frame_end: usize) -> Result<(), &'static str> {
     }
 }
 
-/// WebP: the RIFF size is the file's length less the 8 bytes of `RIFF` and the size.
+/// WebP: the RIFF size (the bytes after `RIFF` and the size) must be there; bytes after
+/// the RIFF chunk are ignored, as libwebp does.
 fn webp_complete(bytes: &[u8]) -> Result<(), String> {
     let declared = u64::from(be_u32(bytes, 4).map_or(0, u32::swap_bytes));
     let actual = (bytes.len() as u64).saturating_sub(8);
-    if declared == actual {
+    if declared <= actual {
         Ok(())
     } else {
         Err(format!("its RIFF header says {declared} bytes follow, the file has {actual}"))

@@ -226,7 +226,10 @@ fn a_file_cut_off_after_its_header_is_refused() {
         let error = image_size(bytes).unwrap_err();
         assert!(error.starts_with(expected), "{expected}: {error}");
     }
-    // PNG's and JPEG's trailing bytes after the end are ignored, as decoders do.
+    // PNG's, JPEG's and WebP's trailing bytes after the end are ignored, as decoders do.
+    let mut trailing = webp_lossless(3, 4);
+    trailing.extend([0, 0]);
+    assert_eq!(image_size(&trailing), Ok(size(3, 4)));
     let mut trailing = png(3, 4);
     trailing.extend(b"trailing");
     assert_eq!(image_size(&trailing), Ok(size(3, 4)));

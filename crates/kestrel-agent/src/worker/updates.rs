@@ -294,7 +294,15 @@ fn notice_update(notice: &Notice) -> acp::SessionUpdate {
         }
     };
     let title = if notice.message.is_empty() { "notice" } else { notice.message.as_str() };
-    acp::SessionUpdate::Notice(acp::Notice::new(severity, title))
+    let mut update = acp::Notice::new(severity, title);
+    if matches!(notice.kind, NoticeKind::ModelSwitch | NoticeKind::ModeSwitch) {
+        // Clients learn the mode and model from the session's state; the daemon does not
+        // turn these into agent messages for clients that take no notices.
+        let mut meta = acp::Meta::new();
+        meta.insert("kestrel".into(), serde_json::json!({ "switch": true }));
+        update = update.meta(meta);
+    }
+    acp::SessionUpdate::Notice(update)
 }
 
 #[cfg(test)]
