@@ -1,11 +1,14 @@
 //! The OS seam: everything that differs between Unix and Windows lives behind this
 //! crate (process groups and tree kills, IPC endpoints, sandbox primitives).
 
+pub mod files;
 pub mod ipc;
 pub mod memory;
 pub mod process;
 pub mod sandbox;
 
+#[cfg(unix)]
+pub use files::read_small_regular;
 pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};

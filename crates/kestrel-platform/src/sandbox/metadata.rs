@@ -6,8 +6,8 @@
 //! takes a [`MetadataWatch`] before a confined command and asks it afterwards which
 //! such entries the command created, to say so plainly.
 
+use crate::files::read_small_regular;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -121,22 +121,10 @@ pub(super) fn named_git_dirs(workspace: &Path, entries: &BTreeSet<PathBuf>) -> V
     dirs
 }
 
-/// The text of `path` if it is a regular file of at most [`MAX_POINTER_BYTES`], opened
-/// without following a symlink and without blocking on a FIFO.
+/// The text of `path` if it is a regular file of at most [`MAX_POINTER_BYTES`] (see
+/// [`read_small_regular`]).
 fn read_pointer(path: &Path) -> Option<String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    );
-    let file = options.open(path).ok()?;
-    let metadata = file.metadata().ok()?;
-    if !metadata.is_file() || metadata.len() > MAX_POINTER_BYTES {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_POINTER_BYTES).read_to_end(&mut bytes).ok()?;
+    let bytes = read_small_regular(path, MAX_POINTER_BYTES)?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

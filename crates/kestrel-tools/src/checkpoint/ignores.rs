@@ -9,8 +9,8 @@
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use kestrel_platform::read_small_regular;
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -89,25 +89,6 @@ impl Ignores {
         cache.insert(dir.to_path_buf(), rules.clone());
         rules
     }
-}
-
-/// The content of `path` if it is a regular file of at most `cap` bytes, opened
-/// without following a symlink and without blocking on a FIFO.
-pub(crate) fn read_small_regular(path: &Path, cap: u64) -> Option<Vec<u8>> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    );
-    let file = options.open(path).ok()?;
-    let metadata = file.metadata().ok()?;
-    if !metadata.is_file() || metadata.len() > cap {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(cap + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= cap).then_some(bytes)
 }
 
 /// The paths a git index lists (versions 2 to 4); none when it cannot be read.

@@ -12,8 +12,9 @@
 //! bounded in size; anything else is a risk, so a FIFO or `/dev/zero` can neither hang
 //! the check nor pass for "nothing there". git reads the checked bytes, never the path.
 
-use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries, read_small_regular};
+use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries};
 use crate::workspace::normalize;
+use kestrel_platform::read_small_regular;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
