@@ -85,6 +85,13 @@ async fn a_refused_second_prompt_does_not_end_the_running_turn() {
     assert_eq!(next["stopReason"], "end_turn");
 }
 
+/// `kestrel resume --last` on a pty (no truecolor, so screens compare as text).
+fn resume_last(test: &DaemonTest) -> Pty {
+    let mut command = test.command(&["resume", "--last"]);
+    command.env_remove("COLORTERM");
+    Pty::spawn(&command, ROWS, COLS).expect("the TUI starts")
+}
+
 fn wait_screen(pty: &Pty, what: &str, check: impl FnMut(&str) -> bool) -> String {
     pty.wait_until(what, WAIT, check).unwrap_or_else(|error| panic!("{error}"))
 }
@@ -139,9 +146,7 @@ async fn kestrel_resume_of_a_session_an_editor_runs_shows_its_turn_until_it_ends
     let turn = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;
 
-    let mut command = test.command(&["resume", "--last"]);
-    command.env_remove("COLORTERM");
-    let tui = Pty::spawn(&command, ROWS, COLS).expect("the TUI starts");
+    let tui = resume_last(&test);
     let tui = tokio::task::spawn_blocking(move || {
         wait_screen(&tui, "the editor's turn shown running", |screen| {
             screen.contains("from the editor") && screen.contains("● working")
@@ -173,9 +178,7 @@ async fn a_tui_prompt_refused_because_an_editors_turn_got_there_first_is_sent_af
     let first = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;
 
-    let mut command = test.command(&["resume", "--last"]);
-    command.env_remove("COLORTERM");
-    let tui = Pty::spawn(&command, ROWS, COLS).expect("the TUI starts");
+    let tui = resume_last(&test);
     let tui = tokio::task::spawn_blocking(move || {
         wait_screen(&tui, "the editor's turn shown running", |screen| {
             screen.contains("from the editor") && screen.contains("● working")
