@@ -5,13 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::TestHome;
 use futures_util::future::BoxFuture;
-use kestrel_agent::{
-    AgentEvent, ApprovalDecision, ApprovalRequest, Approver, Launch, open_session,
-};
-use kestrel_model::ClientOptions;
+use kestrel_agent::{AgentEvent, ApprovalDecision, ApprovalRequest, Approver, open_session};
 use kestrel_protocol::{Mode, RecordItem};
-use kestrel_store::{Config, KestrelHome, SessionIndex};
+use kestrel_store::{Config, SessionIndex};
 use kestrel_testkit::{Script, ScriptedServer, Step};
 use kestrel_tools::permission::AllowRule;
 use serde_json::json;
@@ -40,7 +40,6 @@ fn shell(command: &str) -> Step {
 
 #[tokio::test]
 async fn every_approval_answer_does_what_it_says() {
-    kestrel_model::install_crypto_provider();
     let server = ScriptedServer::start(Script::new([
         shell("touch once.txt"),
         shell("touch once.txt"),
@@ -51,29 +50,12 @@ async fn every_approval_answer_does_what_it_says() {
         Step::text("done"),
     ]))
     .unwrap();
-    let home_dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let cwd = work.path().canonicalize().unwrap();
-    let config_file = home_dir.path().join("config.toml");
-    std::fs::write(
-        &config_file,
-        format!(
-            "# the user's own file\n[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    let home = KestrelHome::at(home_dir.path());
-    let launch = Launch {
-        config: Config::load(&home, &cwd).unwrap(),
-        home: home.clone(),
-        cwd: cwd.clone(),
-        model: Some("scripted/m".into()),
-        mode: Mode::Ask,
-        reasoning: None,
-        max_turns: None,
-        client_options: ClientOptions::default(),
-    };
+    let test = TestHome::new(
+        &server,
+        "# the user's own file\n[providers.scripted]\nbase_url = \"{base_url}\"\nwire_api = \"chat\"\n",
+    );
+    let (home, cwd, config_file) = (test.home.clone(), test.cwd.clone(), test.config_file.clone());
+    let launch = test.launch("scripted/m", Mode::Ask);
     let approver = Arc::new(ScriptedApprover {
         answers: Mutex::new(VecDeque::from([
             ApprovalDecision::AllowOnce,

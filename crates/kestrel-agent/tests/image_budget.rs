@@ -8,52 +8,36 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kestrel_agent::{AgentEvent, Launch, Session, Unattended, open_session};
-use kestrel_model::{ClientOptions, ContentPart, Message};
+mod common;
+
+use common::TestHome;
+use kestrel_agent::{AgentEvent, Session, Unattended, open_session};
+use kestrel_model::{ContentPart, Message};
 use kestrel_protocol::{Mode, NoticeKind, RecordItem};
-use kestrel_store::{Config, KestrelHome, SessionIndex};
+use kestrel_store::{KestrelHome, SessionIndex};
 use kestrel_testkit::{Fault, LoggedRequest, Script, ScriptedServer, Step};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 
 /// A session on the scripted server whose provider takes images.
 struct Fixture {
     server: ScriptedServer,
-    home: KestrelHome,
-    _dirs: (TempDir, TempDir),
+    test: TestHome,
     session: Session,
 }
 
 fn fixture(script: Script) -> Fixture {
-    kestrel_model::install_crypto_provider();
     let server = ScriptedServer::start(script).unwrap();
-    let home_dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let cwd = work.path().canonicalize().unwrap();
-    std::fs::write(
-        home_dir.path().join("config.toml"),
-        format!(
-            "[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\nimages = true\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    let home = KestrelHome::at(home_dir.path());
-    let launch = Launch {
-        config: Config::load(&home, &cwd).unwrap(),
-        home: home.clone(),
-        cwd,
-        model: Some("scripted/vision".into()),
-        mode: Mode::Auto,
-        reasoning: None,
-        max_turns: None,
-        client_options: ClientOptions::default(),
-    };
+    let test = TestHome::new(
+        &server,
+        // No catalog fetch: the model's image support comes from `images = true` alone.
+        "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{base_url}\"\nwire_api = \"chat\"\nimages = true\n",
+    );
+    let launch = test.launch("scripted/vision", Mode::Auto);
     let session = open_session(&launch, None, Arc::new(Unattended)).unwrap();
-    Fixture { server, home, _dirs: (home_dir, work), session }
+    Fixture { server, test, session }
 }
 
 /// Base64-looking image data that names itself, `len` characters long.
@@ -144,7 +128,7 @@ async fn a_request_carries_the_newest_twenty_images_and_notes_for_the_older_ones
     assert!(notices.is_empty(), "{notices:?}");
     let last = body(fixture.server.requests().last().unwrap());
     assert_eq!(image_blocks(&last), 20);
-    assert_eq!(recorded_notices(&fixture.home).len(), 1);
+    assert_eq!(recorded_notices(&fixture.test.home).len(), 1);
 }
 
 /// The image data the session's history holds, and how many dropped-image notes.
@@ -183,7 +167,7 @@ async fn the_notice_says_once_at_the_end_of_the_turn_how_many_images_it_left_out
         Step::text("Seen them all."),
     ]));
     for name in ["a.png", "b.png", "c.png"] {
-        std::fs::write(fixture._dirs.1.path().join(name), PNG).unwrap();
+        std::fs::write(fixture.test.cwd.join(name), PNG).unwrap();
     }
     // Twenty images fit; each image read_file adds drops one more, request after request.
     let mut prompt = vec![ContentPart::Text("compare these".into())];
@@ -282,5 +266,5 @@ async fn a_session_within_the_budget_sends_every_image_and_tells_nothing() {
     let body = body(&fixture.server.requests()[0]);
     assert_eq!(image_blocks(&body), 2);
     assert!(!body.contains("dropped from the context"));
-    assert!(recorded_notices(&fixture.home).is_empty());
+    assert!(recorded_notices(&fixture.test.home).is_empty());
 }

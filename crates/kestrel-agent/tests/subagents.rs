@@ -6,14 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::TestHome;
 use futures_util::future::BoxFuture;
 use kestrel_agent::{
-    AgentEvent, ChildOutcome, ChildRequest, ChildSession, Launch, SubagentHost, Unattended,
-    open_session,
+    AgentEvent, ChildOutcome, ChildRequest, ChildSession, SubagentHost, Unattended, open_session,
 };
-use kestrel_model::ClientOptions;
 use kestrel_protocol::{Mode, RecordItem, SessionId, StopReason, Usage};
-use kestrel_store::{Config, KestrelHome, SessionIndex};
+use kestrel_store::SessionIndex;
 use kestrel_testkit::{Script, ScriptedServer, ScriptedToolCall, Step};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -106,29 +107,15 @@ async fn run_three_tasks(max_subagents: u32, parent_mode: Mode) -> (Arc<StandInH
         Step::text("all parts done"),
     ]))
     .unwrap();
-    let home_dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let cwd = work.path().canonicalize().unwrap();
-    std::fs::write(
-        home_dir.path().join("config.toml"),
-        format!(
-            // No catalog or provider-list fetch: the test counts the server's requests.
-            "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{}\"\nwire_api = \"chat\"\n\n[agent]\nmax_subagents = {max_subagents}\n",
-            server.base_url()
+    let test = TestHome::new(
+        &server,
+        // No catalog or provider-list fetch: the test counts the server's requests.
+        &format!(
+            "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{{base_url}}\"\nwire_api = \"chat\"\n\n[agent]\nmax_subagents = {max_subagents}\n"
         ),
-    )
-    .unwrap();
-    let home = KestrelHome::at(home_dir.path());
-    let launch = Launch {
-        config: Config::load(&home, &cwd).unwrap(),
-        home: home.clone(),
-        cwd: cwd.clone(),
-        model: Some("scripted/m".into()),
-        mode: parent_mode,
-        reasoning: None,
-        max_turns: None,
-        client_options: ClientOptions::default(),
-    };
+    );
+    let (home, cwd) = (test.home.clone(), test.cwd.clone());
+    let launch = test.launch("scripted/m", parent_mode);
     let host = Arc::new(StandInHost {
         target: max_subagents.min(3) as usize,
         state: Arc::default(),
