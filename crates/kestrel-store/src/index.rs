@@ -83,26 +83,19 @@ impl SessionIndex {
     ///
     /// Fails only when the index is unusable and the sessions directory cannot be scanned.
     pub fn list(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-        let missing = match IndexContents::read(&home.index_file(), 0) {
-            // Written before `updated_at` was kept: it would list by creation forever.
-            Ok(contents) if contents.predates_activity() => {
-                return rebuild_index(home).or_else(|_| Ok(contents.into_summaries(home)));
+        match IndexContents::read(&home.index_file(), 0) {
+            // Written before `updated_at` was kept (it would list by creation forever),
+            // or lost lines: deleted, then recreated by a worker's next append.
+            Ok(contents) if contents.predates_activity() || contents.has_orphans() => {
+                rebuild_index(home).or_else(|_| Ok(contents.into_summaries(home)))
             }
             Ok(contents) if contents.needs_compaction() => {
-                return compact_index(home).or_else(|_| Ok(contents.into_summaries(home)));
+                compact_index(home).or_else(|_| Ok(contents.into_summaries(home)))
             }
-            Ok(contents) => return Ok(contents.into_summaries(home)),
-            Err(error) => error.kind() == ErrorKind::NotFound,
-        };
-        if !missing {
-            // Unreadable: replaced.
-            return rebuild_index(home);
+            Ok(contents) => Ok(contents.into_summaries(home)),
+            // Missing or unreadable: replaced. Lines workers append meanwhile are kept.
+            Err(_) => scan_and_rebuild(home).map(|(summaries, _written)| summaries),
         }
-        // A missing index is recreated by appending, so lines that workers append at
-        // the same moment are kept (duplicates merge by id).
-        let summaries = scan_records(home)?;
-        let _ = append_index(home, &summaries);
-        Ok(summaries)
     }
 
     /// Rewrites the index from the records (replacing it atomically; lines appended
@@ -145,47 +138,61 @@ impl SessionIndex {
     }
 }
 
-/// Appends the lines of `summaries` to the index in one write (it was missing:
-/// concurrent appends survive, duplicates merge by id).
-fn append_index(home: &KestrelHome, summaries: &[SessionSummary]) -> Result<(), StoreError> {
-    let sessions_dir = home.sessions_dir();
-    if summaries.is_empty() && !sessions_dir.exists() {
-        return Ok(());
-    }
-    paths::ensure_dir(&sessions_dir)?;
-    let mut text = Vec::new();
-    for summary in summaries.iter().rev() {
-        text.extend(encode_line(&IndexLine::from_summary(home, summary))?);
-    }
-    let index_path = home.index_file();
-    let _lock = lock_index(home, LockKind::Shared)?;
-    paths::open_shared_append(&index_path)?
-        .write_all(&text)
-        .map_err(|source| StoreError::io("rebuild the session index", &index_path, source))
+/// [`scan_and_rebuild`], failing when the index could not be written.
+fn rebuild_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+    let (summaries, written) = scan_and_rebuild(home)?;
+    written.map(|()| summaries)
 }
 
 /// The records scanned, then (under the exclusive lock) what was appended to the index
-/// meanwhile merged over them, written in place of the index.
-fn rebuild_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
+/// meanwhile merged over them, written in place of the index. Fails only when the
+/// records cannot be scanned; whether the index was written is the second part.
+fn scan_and_rebuild(
+    home: &KestrelHome,
+) -> Result<(Vec<SessionSummary>, Result<(), StoreError>), StoreError> {
     let index_path = home.index_file();
-    let start = std::fs::metadata(&index_path).map_or(0, |metadata| metadata.len());
+    // A missing index has nothing before the scan: whatever appears was appended since.
+    let before = std::fs::metadata(&index_path).ok();
     let summaries = scan_records(home)?;
     let sessions_dir = home.sessions_dir();
     if summaries.is_empty() && !sessions_dir.exists() {
-        return Ok(summaries);
+        return Ok((summaries, Ok(())));
     }
-    paths::ensure_dir(&sessions_dir)?;
     let mut contents = IndexContents::default();
     for summary in summaries.iter().rev() {
         contents.merge_line(IndexLine::from_summary(home, summary));
     }
-    let _lock = lock_index(home, LockKind::Exclusive)?;
-    // Lines appended while the records were read are newer than what these said.
-    if let Ok(appended) = IndexContents::read(&index_path, start) {
-        contents.merge(appended);
+    let written = paths::ensure_dir(&sessions_dir).and_then(|()| {
+        let _lock = lock_index(home, LockKind::Exclusive)?;
+        // Lines appended while the records were read are newer than what these said. A
+        // file renamed over the index meanwhile (a compaction) is read whole.
+        let start = match (&before, std::fs::metadata(&index_path)) {
+            (Some(before), Ok(now)) if same_file(before, &now) => before.len(),
+            _ => 0,
+        };
+        if let Ok(appended) = IndexContents::read(&index_path, start) {
+            contents.merge(appended);
+        }
+        // A session the scan did not find and whose creation was not appended since has
+        // an unreadable record: its lines would only make every listing rebuild.
+        contents.sessions.retain(|_, line| line.created_at.is_some());
+        contents.replace(home)
+    });
+    Ok((contents.into_summaries(home), written))
+}
+
+/// Whether two metadata describe the same file (not only the same path).
+fn same_file(one: &std::fs::Metadata, other: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        one.dev() == other.dev() && one.ino() == other.ino()
     }
-    contents.replace(home)?;
-    Ok(contents.into_summaries(home))
+    #[cfg(not(unix))]
+    {
+        let _ = (one, other);
+        false
+    }
 }
 
 /// Rewrites the index as one merged line per session. Read under the exclusive lock,
@@ -287,6 +294,12 @@ impl IndexContents {
     /// did not keep activity (every line since says it, the creation line included).
     fn predates_activity(&self) -> bool {
         self.sessions.values().any(|line| line.created_at.is_some() && line.updated_at.is_none())
+    }
+
+    /// A session without its creation line: lines were lost (the index deleted while a
+    /// worker ran, whose next append created it anew).
+    fn has_orphans(&self) -> bool {
+        self.sessions.values().any(|line| line.created_at.is_none())
     }
 
     /// Writes one line per session to a temporary file renamed over the index (the

@@ -233,3 +233,42 @@ fn an_index_from_before_activity_was_kept_is_rebuilt_once_in_activity_order() {
     assert!(index.lines().all(|line| line.contains("updated_at")), "{index}");
     assert_eq!(SessionIndex::list(&home).unwrap(), listed);
 }
+
+#[test]
+fn a_listing_that_recreates_a_missing_index_never_undoes_lines_appended_meanwhile() {
+    let (_dir, home) = home();
+    let sessions = 30;
+    let mut records: Vec<_> = (0..sessions)
+        .map(|number| {
+            let id = format!("m{number:02}");
+            let mut record = SessionRecord::create(&home, header(&id, at(number), "/w")).unwrap();
+            record.append(&entry(number + 1, prompt(&id))).unwrap();
+            record
+        })
+        .collect();
+    let mut spent_each = 0;
+    for round in 0..20 {
+        // The index is a cache: a user may delete it while workers run.
+        std::fs::remove_file(home.index_file()).unwrap();
+        let lister = {
+            let home = home.clone();
+            std::thread::spawn(move || SessionIndex::list(&home).map(|listed| listed.len()))
+        };
+        for record in &mut records {
+            for _ in 0..3 {
+                record.append(&entry(10_000 + round, spent(1))).unwrap();
+            }
+        }
+        spent_each += 3;
+        lister.join().unwrap().unwrap();
+        let listed = SessionIndex::list(&home).unwrap();
+        assert_eq!(listed.len(), sessions as usize, "round {round}: every session listed");
+        for summary in &listed {
+            assert_eq!(
+                summary.usage.input_tokens, spent_each,
+                "round {round}: {} shows what its record spent",
+                summary.id
+            );
+        }
+    }
+}
