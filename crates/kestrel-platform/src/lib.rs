@@ -12,7 +12,7 @@ pub use files::read_small_regular;
 pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
-pub use memory::{release_relocation_table, trim_heap};
+pub use memory::{ReadOnlyData, release_relocation_table, trim_heap};
 pub use process::{
     ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
     kill_groups_listed_in, mirror_groups_to, shell_command, spawn_group, stop_mirroring_groups,

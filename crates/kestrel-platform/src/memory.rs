@@ -4,6 +4,11 @@
 //! dropping it from the page tables costs nothing but a re-read from the page cache if
 //! anything ever looked again. Each of a session's three processes would otherwise keep it
 //! resident all day (bench/RESULTS.md, 2026-11-30).
+//!
+//! The same holds for any read-only data a passing piece of work read: the TUI's syntax
+//! highlighter reads a 0.4 MB syntax dump and Oniguruma's Unicode tables while it is
+//! loaded, and they would stay resident after it is dropped. [`ReadOnlyData`] notes which
+//! pages were resident before such work and releases those it added.
 
 /// Drops the executable's relocation table from this process's resident memory (Linux
 /// only; elsewhere, or when the table cannot be found, nothing happens). Returns the bytes
@@ -29,6 +34,43 @@ pub fn trim_heap() {
     }
 }
 
+/// Which pages of the executable's read-only data (`.rodata` and its neighbours) were
+/// resident when it was made.
+#[derive(Debug)]
+pub struct ReadOnlyData {
+    #[cfg(target_os = "linux")]
+    before: linux::Resident,
+}
+
+impl ReadOnlyData {
+    /// Notes the pages resident now; `None` where that cannot be known (not Linux, no
+    /// /proc).
+    pub fn resident_now() -> Option<Self> {
+        #[cfg(target_os = "linux")]
+        {
+            linux::Resident::now().map(|before| Self { before })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// Drops from resident memory the pages resident now that were not when `self` was
+    /// made (a later read faults them back in from the page cache). Returns the bytes
+    /// released.
+    pub fn release_added(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        {
+            self.before.release_added()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            0
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::ffi::c_int;
@@ -44,23 +86,25 @@ mod linux {
         value: u64,
     }
 
-    /// The main program's relocation table as (start, length), if found inside one of its
-    /// read-only, file-backed segments.
-    #[derive(Default)]
-    struct Found {
-        range: Option<(usize, usize)>,
+    /// The main program as the loader mapped it: its load address and program headers.
+    struct Program {
+        base: usize,
+        headers: Vec<libc::Elf64_Phdr>,
     }
 
-    pub(super) fn release() -> usize {
-        let mut found = Found::default();
-        // SAFETY: the callback only reads the program headers and the dynamic section the
-        // loader hands it, and stops after the first object (the main program).
+    fn main_program() -> Option<Program> {
+        let mut found: Option<Program> = None;
+        // SAFETY: the callback only copies the program headers the loader hands it, and
+        // stops after the first object (the main program).
         unsafe {
             libc::dl_iterate_phdr(Some(visit), (&raw mut found).cast());
         }
-        let Some((start, length)) = found.range else {
-            return 0;
-        };
+        found
+    }
+
+    pub(super) fn release() -> usize {
+        let Some(program) = main_program() else { return 0 };
+        let Some((start, length)) = relocation_table(&program) else { return 0 };
         let page = page_size();
         // Only whole pages inside the table: its neighbours (.dynsym, .rodata) stay.
         let first = start.div_ceil(page) * page;
@@ -71,9 +115,81 @@ mod linux {
         // SAFETY: [first, end) lies inside a read-only file-backed mapping of the
         // executable that nothing wrote; MADV_DONTNEED only drops its page-table entries,
         // and a later read faults the same bytes back in from the file.
-        let done =
-            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
-        if done == 0 { end - first } else { 0 }
+        if unsafe { drop_pages(first, end - first) } { end - first } else { 0 }
+    }
+
+    /// MADV_DONTNEED on `[start, start + length)`; whether it was done.
+    ///
+    /// # Safety
+    /// The range must lie inside a read-only, file-backed, never-written mapping: its
+    /// bytes then come back unchanged from the file on the next read.
+    unsafe fn drop_pages(start: usize, length: usize) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe { libc::madvise(start as *mut libc::c_void, length, libc::MADV_DONTNEED) == 0 }
+    }
+
+    /// Which pages of the main program's read-only data segment were resident.
+    #[derive(Debug)]
+    pub(super) struct Resident {
+        start: usize,
+        pages: Vec<bool>,
+    }
+
+    impl Resident {
+        pub(super) fn now() -> Option<Self> {
+            let program = main_program()?;
+            let page = page_size();
+            // The largest segment that is neither writable nor executable: .rodata and
+            // its neighbours (never the relocated, copied-on-write RELRO data).
+            let segment = program
+                .headers
+                .iter()
+                .filter(|header| {
+                    header.p_type == libc::PT_LOAD
+                        && header.p_flags & (libc::PF_W | libc::PF_X) == 0
+                })
+                .max_by_key(|header| header.p_filesz)?;
+            let start = (program.base + segment.p_vaddr as usize).div_ceil(page) * page;
+            let end = (program.base + (segment.p_vaddr + segment.p_filesz) as usize) / page * page;
+            let pages = resident_pages(start, end.checked_sub(start)? / page, page)?;
+            Some(Self { start, pages })
+        }
+
+        pub(super) fn release_added(&self) -> usize {
+            let page = page_size();
+            let Some(now) = resident_pages(self.start, self.pages.len(), page) else { return 0 };
+            let mut released = 0;
+            let mut index = 0;
+            while index < now.len() {
+                if !now[index] || self.pages[index] {
+                    index += 1;
+                    continue;
+                }
+                let run = now[index..]
+                    .iter()
+                    .zip(&self.pages[index..])
+                    .take_while(|(now, before)| **now && !**before)
+                    .count();
+                // SAFETY: the run lies inside the executable's read-only, non-executable,
+                // file-backed segment, which nothing can have written.
+                if unsafe { drop_pages(self.start + index * page, run * page) } {
+                    released += run * page;
+                }
+                index += run;
+            }
+            released
+        }
+    }
+
+    /// For each of `count` pages from `start`, whether it is mapped in this process
+    /// (bit 63 of its /proc/self/pagemap entry).
+    fn resident_pages(start: usize, count: usize, page: usize) -> Option<Vec<bool>> {
+        use std::os::unix::fs::FileExt;
+        let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
+        let mut entries = vec![0u8; count * 8];
+        pagemap.read_exact_at(&mut entries, (start / page * 8) as u64).ok()?;
+        let present = |entry: &[u8]| entry.try_into().map(u64::from_ne_bytes).unwrap_or(0) >> 63;
+        Some(entries.chunks_exact(8).map(|entry| present(entry) == 1).collect())
     }
 
     fn page_size() -> usize {
@@ -88,16 +204,19 @@ mod linux {
         data: *mut libc::c_void,
     ) -> c_int {
         // SAFETY: the loader passes a valid info for the duration of the call, and `data`
-        // is the `Found` that `release` passed.
-        let (info, found) = unsafe { (&*info, &mut *data.cast::<Found>()) };
+        // is the `Option<Program>` that `main_program` passed.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<Program>>()) };
         // SAFETY: as above: `dlpi_phdr` points to `dlpi_phnum` program headers.
         let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-        let base = info.dlpi_addr as usize;
-        found.range = relocation_table(base, headers);
+        *found = Some(Program { base: info.dlpi_addr as usize, headers: headers.to_vec() });
         1 // the first object is the main program: stop
     }
 
-    fn relocation_table(base: usize, headers: &[libc::Elf64_Phdr]) -> Option<(usize, usize)> {
+    /// The main program's relocation table as (start, length), if found inside one of its
+    /// read-only, file-backed segments.
+    fn relocation_table(program: &Program) -> Option<(usize, usize)> {
+        let Program { base, headers } = program;
+        let base = *base;
         let dynamic = headers.iter().find(|header| header.p_type == libc::PT_DYNAMIC)?;
         let mut entry = (base + dynamic.p_vaddr as usize) as *const Dyn;
         let (mut address, mut length) = (None, None);
@@ -130,7 +249,42 @@ mod linux {
 
 #[cfg(test)]
 mod tests {
-    use super::release_relocation_table;
+    use super::{ReadOnlyData, release_relocation_table};
+
+    /// 1 MB of read-only data nothing else reads (not zero, so it is not in .bss).
+    static TABLE: [u64; 131_072] = {
+        let mut table = [0u64; 131_072];
+        let mut index = 0;
+        while index < table.len() {
+            table[index] = (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            index += 1;
+        }
+        table
+    };
+
+    fn sum_table() -> u64 {
+        std::hint::black_box(&TABLE).iter().fold(0, |sum, value| sum.wrapping_add(*value))
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn read_only_data_read_since_a_note_is_released_and_reads_the_same_after() {
+        let before = ReadOnlyData::resident_now().expect("/proc/self/pagemap readable");
+        let sum = sum_table();
+        let released = before.release_added();
+        // Most of the table's 256 pages were read after the note (a few may have been
+        // mapped with neighbours another test read).
+        assert!(released >= 200 * 4096, "released {released} bytes");
+        assert_eq!(released % 4096, 0);
+        assert_eq!(sum_table(), sum, "the same bytes, faulted back from the file");
+        // What is resident now was read again after the note: released again.
+        assert!(before.release_added() >= 200 * 4096);
+        // Read before a fresh note: then nothing of it is released.
+        sum_table();
+        let after = ReadOnlyData::resident_now().unwrap();
+        sum_table();
+        assert!(after.release_added() < 128 * 4096, "not the table again");
+    }
 
     #[test]
     #[cfg(target_os = "linux")]

@@ -7,7 +7,8 @@
 //! they are only needed to draw code not drawn yet: rendered lines are cached. So the set
 //! is dropped once no code was highlighted for [`KEEP_FOR`] (typically just after a
 //! turn's answer is drawn) and loaded again by the next code block, which shows plain for
-//! the few milliseconds that takes (bench/RESULTS.md, 2026-11-30).
+//! the few milliseconds that takes (bench/RESULTS.md, 2026-11-30). The pages of the
+//! binary's read-only data it read (the 0.4 MB dump above all) are released with it.
 
 use crate::theme;
 use ratatui::style::{Modifier, Style};
@@ -73,8 +74,10 @@ fn loaded() -> Option<Arc<Loaded>> {
     None
 }
 
-/// The loader thread: loads the set, then drops it once unused for [`KEEP_FOR`].
+/// The loader thread: loads the set, then drops it once unused for [`KEEP_FOR`], with
+/// what it read of the binary's read-only data (the syntax dump, Oniguruma's tables).
 fn load_and_keep() {
+    let read_only_before = kestrel_platform::ReadOnlyData::resident_now();
     let syntaxes = SyntaxSet::load_defaults_newlines();
     let mut themes = ThemeSet::load_defaults();
     let Some(theme) = themes.themes.remove("base16-ocean.dark") else {
@@ -102,6 +105,9 @@ fn load_and_keep() {
         drop(state);
         drop(unused);
         kestrel_platform::trim_heap();
+        if let Some(before) = read_only_before {
+            before.release_added();
+        }
         return;
     }
 }
