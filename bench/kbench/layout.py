@@ -177,7 +177,9 @@ def run_session(kestrel: Path, scripted: Path, work: Path, out_dir: Path):
         [tool_step("shell", {"command": "ls -la && echo done"}),
          tool_step("list_dir", {"path": "."}), tool_step("glob", {"pattern": "*.txt"}),
          step(code + "turn one done")],
+        # A regular expression and a plain word: grep compiles them differently.
         [tool_step("read_file", {"path": "notes.txt"}), tool_step("grep", {"pattern": "gam+a"}),
+         tool_step("grep", {"pattern": "beta"}),
          tool_step("write_file", {"path": "new.txt", "content": "one\ntwo\n"}),
          tool_step("edit_file", {"path": "new.txt", "old_string": "two", "new_string": "three"}),
          step("turn two done")],
