@@ -35,10 +35,12 @@ build whose RUSTFLAGS drop the v0 setting (RUSTFLAGS in the environment replace
 .cargo/config.toml's) gets legacy names, which the list does not hold. Names not found
 are skipped by the linker (only the layout suffers: each costs every process that runs it
 a 64 KB fault-around window). `.ci/run` links with a map and runs `--check`: it fails when
-a `.llvm.` name was renamed (then `--refresh` renames it: a release link, no profile), or
-when less than 99% of the listed functions, or 99.5% of Kestrel's own others, are in the
-build, and prints the missing. Then run this script (about 5 minutes: two release links
-and a minute under valgrind) and commit the file.
+less than 99% of the listed functions, or 99.5% of Kestrel's own, are in the build
+(`.llvm.` names aside), and prints the missing; then run this script (about 5 minutes:
+two release links and a minute under valgrind) and commit the file. Renamed `.llvm.`
+names only warn (an edit renames them in its crate and in crates it is inlined into, and
+another CARGO_HOME renames the dependencies'): `--refresh` finds them again (a release
+link, no profile); run it before measuring and at the end of a change.
 """
 
 import argparse
@@ -254,34 +256,40 @@ def order(starts, ends, names, by_role) -> list:
 
 def refreshed(listed: list, present: set) -> tuple:
     """`listed` with each ThinLTO-promoted name that is gone (`NAME.llvm.<old hash>`)
-    replaced by the build's only `NAME.llvm.<hash>`, and how many were."""
+    replaced by the build's only `NAME.llvm.<hash>` not listed already, and how many were."""
     promoted = {}
     for name in present:
         if ".llvm." in name:
             promoted.setdefault(name.split(".llvm.")[0], []).append(name)
+    taken = set(listed)
     result, count = [], 0
     for name in listed:
-        candidates = promoted.get(name.split(".llvm.")[0], []) if ".llvm." in name else []
-        if name not in present and len(candidates) == 1:
-            name, count = candidates[0], count + 1
+        if name not in present and ".llvm." in name:
+            free = [c for c in promoted.get(name.split(".llvm.")[0], []) if c not in taken]
+            if len(free) == 1:
+                name, count = free[0], count + 1
+                taken.add(name)
         result.append(name)
     return result, count
 
 
 def check(link_map: Path) -> int:
     """0 when hot-symbols.txt still names the functions of the build that wrote `link_map`:
-    no ThinLTO-promoted name (`.llvm.<hash>`, renamed by any edit of its crate) that
-    `--refresh` would find again, at least 99% of all names and 99.5% of the other names
-    of Kestrel's own crates. Each function left out costs every process that runs it a
-    64 KB fault-around window of code (a list four commits stale cost the idle tree
-    1.6 MB: bench/RESULTS.md, 2026-11-30)."""
+    at least 99% of its names and 99.5% of those of Kestrel's own crates, ThinLTO-promoted
+    locals (`.llvm.<hash>`) aside. Those are renamed by edits of their crate or of crates
+    whose code is inlined into it, and for dependencies by another `CARGO_HOME` (the
+    hash covers panic locations' paths), so they only warn: `--refresh` finds them
+    again. Each function left out costs every process that runs it a 64 KB fault-around
+    window of code (35 renamed `.llvm.` names cost the idle tree 1.6 MB: bench/RESULTS.md,
+    2026-11-30, session 4)."""
     _, _, names = functions(link_map)
     present = set(names)
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
     _, stale = refreshed(listed, present)
-    own = [name for name in listed if "kestrel" in name and ".llvm." not in name]
+    stable = [name for name in listed if ".llvm." not in name]
+    own = [name for name in stable if "kestrel" in name]
     failed = False
-    for label, group, threshold in (("all", listed, 0.99),
+    for label, group, threshold in (("no .llvm. names", stable, 0.99),
                                     ("Kestrel's own crates, no .llvm. names", own, 0.995)):
         found = sum(1 for name in group if name in present)
         share = found / len(group) if group else 0.0
@@ -291,17 +299,17 @@ def check(link_map: Path) -> int:
     missing = [name for name in own if name not in present]
     if missing:
         print("missing own functions (first 20):\n  " + "\n  ".join(missing[:20]))
+    if stale:
+        print(f"warning: {stale} ThinLTO-promoted functions of the list are named otherwise in "
+              "this build, and each process of a session holds more code for it: before "
+              "measuring, run `python3 bench/kbench/layout.py --refresh` (a release link, no "
+              "profiling) and commit crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
     if failed:
         print("The code layout no longer fits this build (functions renamed or gone: a dependency, "
               "version or toolchain change, or code moved), and each process of a session holds "
               "megabytes more code (bench/RESULTS.md). Regenerate it with "
               "`python3 bench/kbench/layout.py` and commit crates/kestrel-cli/hot-symbols.txt.",
               file=sys.stderr)
-        return 1
-    if stale:
-        print(f"{stale} ThinLTO-promoted functions of the list were renamed by edits of their "
-              "crates. Run `python3 bench/kbench/layout.py --refresh` (a release link, no "
-              "profiling) and commit crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
         return 1
     return 0
 

@@ -181,15 +181,18 @@ mod linux {
         }
     }
 
-    /// For each of `count` pages from `start`, whether it is mapped in this process
-    /// (bit 63 of its /proc/self/pagemap entry).
+    /// For each of `count` pages from `start`, whether it is mapped in this process from
+    /// the file (/proc/self/pagemap: bit 63 present, bit 61 file page). A page copied on
+    /// write (a text relocation, a debugger's breakpoint) is not: dropping it would bring
+    /// back the file's bytes.
     fn resident_pages(start: usize, count: usize, page: usize) -> Option<Vec<bool>> {
         use std::os::unix::fs::FileExt;
         let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
         let mut entries = vec![0u8; count * 8];
         pagemap.read_exact_at(&mut entries, (start / page * 8) as u64).ok()?;
-        let present = |entry: &[u8]| entry.try_into().map(u64::from_ne_bytes).unwrap_or(0) >> 63;
-        Some(entries.chunks_exact(8).map(|entry| present(entry) == 1).collect())
+        const FILE_PAGE: u64 = 1 << 63 | 1 << 61;
+        let entry = |bytes: &[u8]| bytes.try_into().map(u64::from_ne_bytes).unwrap_or(0);
+        Some(entries.chunks_exact(8).map(|bytes| entry(bytes) & FILE_PAGE == FILE_PAGE).collect())
     }
 
     fn page_size() -> usize {

@@ -11,11 +11,15 @@
 //! rewrites and renames: a line appended meanwhile waits for the rename and goes to the
 //! new file, so none is lost.
 //!
+//! A rewrite starts the file with [`MARKER`]. An index without it was not written by a
+//! rewrite of this version: by one from before `updated_at` was kept, or deleted and
+//! created anew by a worker's next append (holding only what was appended since), or
+//! emptied; a listing rebuilds it from the records, once (lines appended meanwhile kept).
+//!
 //! A session's `updated_at` is the time of its last activity: the `ts` of the record
 //! item behind the latest line that carries one. Which items write such a line is the
 //! `activity` module's rule, the same one a rebuild applies to the records, so a
-//! rebuilt index agrees with the live one. An index from before `updated_at` existed
-//! (a session without it) is rebuilt once.
+//! rebuilt index agrees with the live one.
 //!
 //! A session's `usage` is what it spent itself: the sum of its record's `usage` items,
 //! leaving out those a fork copied from its source. Each usage line carries that running
@@ -42,6 +46,9 @@ const FIRST_PROMPT_CHARS: usize = 200;
 const COMPACT_LINES_PER_SESSION: usize = 4;
 /// ...and of at least this many lines (a small index is cheap as it is).
 const COMPACT_MIN_LINES: usize = 256;
+
+/// The first line of an index a rewrite wrote (older versions skip it: it has no `id`).
+const MARKER: &str = r#"{"kestrel_index":1}"#;
 
 /// At most this many candidates are named in an ambiguous-prefix error.
 const MAX_CANDIDATES: usize = 10;
@@ -77,24 +84,24 @@ pub struct SessionIndex;
 
 impl SessionIndex {
     /// All sessions, most recently active first, from the index alone (records are not opened, so a
-    /// listed record may since have been deleted). A missing or unreadable index is
-    /// rebuilt from the records; if the rebuilt index cannot be written, the listing is
-    /// still returned.
+    /// listed record may since have been deleted). A missing, unreadable or unmarked index
+    /// (see the module docs) is rebuilt from the records; if the rebuilt index cannot be
+    /// written, the listing is still returned.
     ///
     /// Fails only when the index is unusable and the sessions directory cannot be scanned.
     pub fn list(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
         match IndexContents::read(&home.index_file(), 0) {
-            // Written before `updated_at` was kept (it would list by creation forever),
-            // or lost lines: deleted, then recreated by a worker's next append.
-            Ok(contents) if contents.predates_activity() || contents.has_orphans() => {
-                rebuild_index(home).or_else(|_| Ok(contents.into_summaries(home)))
-            }
+            // Not a rewrite's (see the module docs): rebuilt, or read as it is if the
+            // records cannot be scanned.
+            Ok(contents) if !contents.marked => scan_and_rebuild(home, || {})
+                .map(|(summaries, _written)| summaries)
+                .or_else(|_| Ok(contents.into_summaries(home))),
             Ok(contents) if contents.needs_compaction() => {
                 compact_index(home).or_else(|_| Ok(contents.into_summaries(home)))
             }
             Ok(contents) => Ok(contents.into_summaries(home)),
-            // Missing or unreadable: replaced. Lines workers append meanwhile are kept.
-            Err(_) => scan_and_rebuild(home).map(|(summaries, _written)| summaries),
+            // Missing or unreadable: replaced.
+            Err(_) => scan_and_rebuild(home, || {}).map(|(summaries, _written)| summaries),
         }
     }
 
@@ -140,20 +147,25 @@ impl SessionIndex {
 
 /// [`scan_and_rebuild`], failing when the index could not be written.
 fn rebuild_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-    let (summaries, written) = scan_and_rebuild(home)?;
+    let (summaries, written) = scan_and_rebuild(home, || {})?;
     written.map(|()| summaries)
 }
 
 /// The records scanned, then (under the exclusive lock) what was appended to the index
 /// meanwhile merged over them, written in place of the index. Fails only when the
 /// records cannot be scanned; whether the index was written is the second part.
+/// `after_scan` runs between the two (tests append there).
 fn scan_and_rebuild(
     home: &KestrelHome,
+    after_scan: impl FnOnce(),
 ) -> Result<(Vec<SessionSummary>, Result<(), StoreError>), StoreError> {
     let index_path = home.index_file();
-    // A missing index has nothing before the scan: whatever appears was appended since.
-    let before = std::fs::metadata(&index_path).ok();
+    // Held open until the lock is taken, so its inode cannot be reused by then: if the
+    // path still names it, what lies past `start` was appended during the scan.
+    let before = File::open(&index_path).ok();
+    let start = before.as_ref().and_then(|file| file.metadata().ok()).map_or(0, |m| m.len());
     let summaries = scan_records(home)?;
+    after_scan();
     let sessions_dir = home.sessions_dir();
     if summaries.is_empty() && !sessions_dir.exists() {
         return Ok((summaries, Ok(())));
@@ -165,33 +177,40 @@ fn scan_and_rebuild(
     let written = paths::ensure_dir(&sessions_dir).and_then(|()| {
         let _lock = lock_index(home, LockKind::Exclusive)?;
         // Lines appended while the records were read are newer than what these said. A
-        // file renamed over the index meanwhile (a compaction) is read whole.
-        let start = match (&before, std::fs::metadata(&index_path)) {
-            (Some(before), Ok(now)) if same_file(before, &now) => before.len(),
-            _ => 0,
-        };
-        if let Ok(appended) = IndexContents::read(&index_path, start) {
-            contents.merge(appended);
+        // file renamed over the index meanwhile (a compaction) or created since (it was
+        // missing) is read whole.
+        let same = before.as_ref().and_then(|file| file.metadata().ok()).is_some_and(|old| {
+            std::fs::metadata(&index_path).is_ok_and(|now| same_file(&old, &now, start))
+        });
+        match IndexContents::read(&index_path, if same { start } else { 0 }) {
+            Ok(appended) => contents.merge(appended),
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            // Replacing the index now would lose what was appended.
+            Err(source) => {
+                return Err(StoreError::io("read the session index", &index_path, source));
+            }
         }
         // A session the scan did not find and whose creation was not appended since has
-        // an unreadable record: its lines would only make every listing rebuild.
+        // an unreadable record: it cannot be listed.
         contents.sessions.retain(|_, line| line.created_at.is_some());
         contents.replace(home)
     });
     Ok((contents.into_summaries(home), written))
 }
 
-/// Whether two metadata describe the same file (not only the same path).
-fn same_file(one: &std::fs::Metadata, other: &std::fs::Metadata) -> bool {
+/// Whether `now` (the index path's metadata) is the file `old` was read from when it was
+/// `start` bytes long. Where inodes are not known, only that it has not shrunk.
+fn same_file(old: &std::fs::Metadata, now: &std::fs::Metadata, start: u64) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        one.dev() == other.dev() && one.ino() == other.ino()
+        let _ = start;
+        old.dev() == now.dev() && old.ino() == now.ino()
     }
     #[cfg(not(unix))]
     {
-        let _ = (one, other);
-        false
+        let _ = old;
+        now.len() >= start
     }
 }
 
@@ -239,6 +258,8 @@ fn lock_index(home: &KestrelHome, kind: LockKind) -> Result<File, StoreError> {
 struct IndexContents {
     sessions: HashMap<SessionId, IndexLine>,
     lines: usize,
+    /// It starts with [`MARKER`] (read from its start).
+    marked: bool,
 }
 
 impl IndexContents {
@@ -257,6 +278,10 @@ impl IndexContents {
             buffer.clear();
             if reader.read_until(b'\n', &mut buffer)? == 0 {
                 break;
+            }
+            if from == 0 && contents.lines == 0 && !contents.marked && is_marker(&buffer) {
+                contents.marked = true;
+                continue;
             }
             contents.lines += 1;
             // One UTF-8 check per line; parsing from a `str` then skips it for every string.
@@ -290,22 +315,10 @@ impl IndexContents {
             && self.lines > COMPACT_LINES_PER_SESSION * self.sessions.len().max(1)
     }
 
-    /// A session of it has no `updated_at`: the index was written by a Kestrel that
-    /// did not keep activity (every line since says it, the creation line included).
-    fn predates_activity(&self) -> bool {
-        self.sessions.values().any(|line| line.created_at.is_some() && line.updated_at.is_none())
-    }
-
-    /// A session without its creation line: lines were lost (the index deleted while a
-    /// worker ran, whose next append created it anew).
-    fn has_orphans(&self) -> bool {
-        self.sessions.values().any(|line| line.created_at.is_none())
-    }
-
     /// Writes one line per session to a temporary file renamed over the index (the
     /// caller holds the exclusive lock).
     fn replace(&self, home: &KestrelHome) -> Result<(), StoreError> {
-        let mut text = Vec::new();
+        let mut text = format!("{MARKER}\n").into_bytes();
         for line in self.sessions.values() {
             text.extend(encode_line(line)?);
         }
@@ -321,6 +334,10 @@ impl IndexContents {
         add_descendant_usage(&mut summaries);
         summaries
     }
+}
+
+fn is_marker(line: &[u8]) -> bool {
+    line.strip_suffix(b"\n").unwrap_or(line) == MARKER.as_bytes()
 }
 
 /// Writes `text` to a fresh temporary file beside `path` and renames it over `path`.
@@ -697,6 +714,54 @@ mod tests {
         line.merge(later);
         assert_eq!(line.cwd.as_deref(), Some("/w"));
         assert_eq!(line.first_prompt.as_deref(), Some("hello"));
+    }
+
+    /// A session with a usage line in the index and a record.
+    fn session_with_usage(home: &KestrelHome, id: &str, tokens: u64) -> SessionId {
+        let header = RecordHeader {
+            id: SessionId::from_string(id),
+            version: kestrel_protocol::RECORD_VERSION,
+            created_at: Timestamp { millis: 1_000 },
+            cwd: "/w".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            parent_id: None,
+            forked_from: None,
+        };
+        let mut record = crate::SessionRecord::create(home, header).unwrap();
+        let usage = Usage { input_tokens: tokens, ..Usage::default() };
+        let entry =
+            RecordEntry { ts: Timestamp { millis: 2_000 }, item: RecordItem::Usage { usage } };
+        record.append(&entry).unwrap();
+        SessionId::from_string(id)
+    }
+
+    fn usage_line(home: &KestrelHome, id: &SessionId, tokens: u64) {
+        let update = IndexUpdate {
+            usage: Some(Usage { input_tokens: tokens, ..Usage::default() }),
+            updated_at: Some(Timestamp { millis: 3_000 }),
+            ..IndexUpdate::default()
+        };
+        record_update(home, id, update).unwrap();
+    }
+
+    #[test]
+    fn a_line_appended_while_a_rebuild_scans_the_records_wins_over_what_the_scan_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        let id = session_with_usage(&home, "s", 1);
+        for index_before in [true, false] {
+            if !index_before {
+                std::fs::remove_file(home.index_file()).unwrap();
+            }
+            // A worker's later request: its line lands after the scan read the record.
+            let (summaries, written) =
+                scan_and_rebuild(&home, || usage_line(&home, &id, 7)).unwrap();
+            written.unwrap();
+            assert_eq!(summaries[0].usage.input_tokens, 7, "index there: {index_before}");
+            let listed = SessionIndex::list(&home).unwrap();
+            assert_eq!(listed[0].usage.input_tokens, 7, "index there: {index_before}");
+        }
     }
 
     #[test]

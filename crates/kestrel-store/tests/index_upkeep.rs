@@ -9,9 +9,10 @@
 
 mod common;
 
-use common::{at, header, home};
+use common::{at, header, home, marked_home};
 use kestrel_protocol::{RecordEntry, RecordItem, SessionId, StopReason, Usage};
 use kestrel_store::{KestrelHome, SessionIndex, SessionRecord, SessionSummary};
+use std::path::Path;
 
 fn entry(ts: i64, item: RecordItem) -> RecordEntry {
     RecordEntry { ts: at(ts), item }
@@ -51,7 +52,7 @@ fn activity(summaries: &[SessionSummary]) -> Vec<(String, i64)> {
 
 #[test]
 fn a_turn_writes_a_line_per_model_request_and_none_for_an_end_within_a_second() {
-    let (_dir, home) = home();
+    let (_dir, home) = marked_home();
     let mut record = SessionRecord::create(&home, header("s", at(0), "/w")).unwrap();
     let created = index_lines(&home);
     record.append(&entry(1_000, prompt("go"))).unwrap();
@@ -153,12 +154,12 @@ fn busy_sessions(home: &KestrelHome, turns: i64) {
 
 #[test]
 fn an_index_grown_past_a_few_lines_per_session_is_compacted_by_a_listing() {
-    let (_dir, home) = home();
+    let (_dir, home) = marked_home();
     busy_sessions(&home, 40);
     let grown = index_lines(&home);
     assert!(grown > 300, "{grown} lines");
     let listed = SessionIndex::list(&home).unwrap();
-    assert_eq!(index_lines(&home), 3, "one merged line per session");
+    assert_eq!(index_lines(&home), 4, "the marker, then one merged line per session");
     assert_eq!(SessionIndex::list(&home).unwrap(), listed, "the same listing from it");
     assert_eq!(listed[0].usage.input_tokens, 40 * 10);
     assert_eq!(listed[0].first_prompt.as_deref(), Some("go"));
@@ -230,7 +231,8 @@ fn an_index_from_before_activity_was_kept_is_rebuilt_once_in_activity_order() {
     let listed = SessionIndex::list(&home).unwrap();
     assert_eq!(activity(&listed), [("older".to_owned(), 9_000), ("newer".to_owned(), 2_000)]);
     let index = std::fs::read_to_string(home.index_file()).unwrap();
-    assert!(index.lines().all(|line| line.contains("updated_at")), "{index}");
+    assert_eq!(index.lines().next(), Some(r#"{"kestrel_index":1}"#), "{index}");
+    assert!(index.lines().skip(1).all(|line| line.contains("updated_at")), "{index}");
     assert_eq!(SessionIndex::list(&home).unwrap(), listed);
 }
 
@@ -271,4 +273,60 @@ fn a_listing_that_recreates_a_missing_index_never_undoes_lines_appended_meanwhil
             );
         }
     }
+}
+
+/// Sessions `ids` with a record and a first prompt each.
+fn sessions_with_prompts(home: &KestrelHome, ids: &[&str]) {
+    for (number, id) in (0..).zip(ids) {
+        let mut record = SessionRecord::create(home, header(id, at(number * 1_000), "/w")).unwrap();
+        record.append(&entry(number * 1_000 + 1, prompt(id))).unwrap();
+    }
+}
+
+fn listed_ids(home: &KestrelHome) -> Vec<String> {
+    let mut ids: Vec<_> =
+        SessionIndex::list(home).unwrap().into_iter().map(|s| s.id.to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn an_index_deleted_then_created_anew_by_the_next_session_lists_every_session() {
+    let (_dir, home) = marked_home();
+    sessions_with_prompts(&home, &["a", "b", "c"]);
+    assert_eq!(listed_ids(&home), ["a", "b", "c"]);
+    std::fs::remove_file(home.index_file()).unwrap();
+    // A new session's appends create the index again, holding only its own lines.
+    sessions_with_prompts(&home, &["d"]);
+    assert_eq!(listed_ids(&home), ["a", "b", "c", "d"]);
+    assert_eq!(listed_ids(&home), ["a", "b", "c", "d"], "and so it stays");
+    assert!(SessionIndex::latest(&home, Some(Path::new("/w"))).is_ok());
+}
+
+#[test]
+fn an_empty_or_unparsable_index_is_rebuilt_from_the_records() {
+    let (_dir, home) = marked_home();
+    sessions_with_prompts(&home, &["a", "b"]);
+    for text in [String::new(), "not json\n".repeat(300)] {
+        std::fs::write(home.index_file(), &text).unwrap();
+        assert_eq!(listed_ids(&home), ["a", "b"], "from {:?}…", &text[..text.len().min(9)]);
+        assert_eq!(listed_ids(&home), ["a", "b"]);
+    }
+}
+
+#[test]
+fn an_index_to_rebuild_that_cannot_be_rewritten_is_listed_from_the_records_still() {
+    let (_dir, home) = marked_home();
+    sessions_with_prompts(&home, &["a", "b"]);
+    // Only `a`'s creation line, as if the rest had been lost, and no lock to be had.
+    let index = std::fs::read_to_string(home.index_file()).unwrap();
+    let kept: String =
+        index.lines().filter(|l| l.contains(r#""a""#)).map(|l| l.to_owned() + "\n").collect();
+    std::fs::write(home.index_file(), kept).unwrap();
+    let lock = home.sessions_dir().join("index.lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    assert_eq!(listed_ids(&home), ["a", "b"]);
+    std::fs::remove_dir(&lock).unwrap();
+    assert_eq!(listed_ids(&home), ["a", "b"]);
 }

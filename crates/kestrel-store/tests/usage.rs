@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{at, header, home, user};
+use common::{at, header, home, marked_home, user};
 use kestrel_protocol::{RecordEntry, RecordItem, SessionId, StopReason, Usage};
 use kestrel_store::{KestrelHome, SessionIndex, SessionRecord, SessionSummary};
 
@@ -46,7 +46,7 @@ fn assert_usage(actual: Usage, input: u64, output: u64, cost: f64) {
 
 #[test]
 fn each_turn_notes_the_running_total_and_the_latest_line_wins() {
-    let (_dir, home) = home();
+    let (_dir, home) = marked_home();
     let mut record = SessionRecord::create(&home, header("s", at(0), "/w")).unwrap();
     turn(&mut record, "one", &[spent(100, 10, 0.5), spent(200, 20, 0.25)]);
     assert_usage(summary(&home, "s").usage, 300, 30, 0.75);

@@ -5,12 +5,22 @@
 use kestrel_protocol::{
     RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
 };
-use kestrel_store::KestrelHome;
+use kestrel_store::{KestrelHome, SessionIndex};
 
 /// A home in a fresh temp dir (kept alive by the returned guard).
 pub fn home() -> (tempfile::TempDir, KestrelHome) {
     let dir = tempfile::tempdir().unwrap();
     let home = KestrelHome::at(dir.path().join("kestrel-home"));
+    (dir, home)
+}
+
+/// A home whose index a rewrite wrote (starts with its marker), so a listing reads the
+/// lines appended to it from then on as they are: one the first appends created would be
+/// rebuilt by the first listing.
+pub fn marked_home() -> (tempfile::TempDir, KestrelHome) {
+    let (dir, home) = home();
+    std::fs::create_dir_all(home.sessions_dir()).unwrap();
+    SessionIndex::rebuild(&home).unwrap();
     (dir, home)
 }
 
