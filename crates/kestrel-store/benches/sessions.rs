@@ -49,6 +49,10 @@ fn main() -> BenchResult<()> {
 
 fn generate(dir: &Path, count: usize, turns: Option<usize>) -> BenchResult<()> {
     let home = KestrelHome::at(dir);
+    // A home as a user's: an index a rewrite started (the first listing of a home whose
+    // index only appends made would rebuild it), grown by the sessions' appends.
+    std::fs::create_dir_all(home.sessions_dir())?;
+    SessionIndex::rebuild(&home)?;
     let now = Timestamp::now().millis;
     for index in 0..count {
         let created_at = Timestamp { millis: now - index as i64 * SPACING_MILLIS };
