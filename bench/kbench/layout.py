@@ -285,7 +285,8 @@ def check(link_map: Path) -> int:
     _, _, names = functions(link_map)
     present = set(names)
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
-    _, stale = refreshed(listed, present)
+    _, refreshable = refreshed(listed, present)
+    gone = sum(1 for name in listed if ".llvm." in name and name not in present)
     stable = [name for name in listed if ".llvm." not in name]
     own = [name for name in stable if "kestrel" in name]
     failed = False
@@ -299,11 +300,13 @@ def check(link_map: Path) -> int:
     missing = [name for name in own if name not in present]
     if missing:
         print("missing own functions (first 20):\n  " + "\n  ".join(missing[:20]))
-    if stale:
-        print(f"warning: {stale} ThinLTO-promoted functions of the list are named otherwise in "
-              "this build, and each process of a session holds more code for it: before "
-              "measuring, run `python3 bench/kbench/layout.py --refresh` (a release link, no "
-              "profiling) and commit crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
+    if gone:
+        print(f"warning: {gone} ThinLTO-promoted functions of the list are not in this build, "
+              "and each process of a session holds more code for it. "
+              f"`python3 bench/kbench/layout.py --refresh` finds {refreshable} of them again "
+              "(a release link, no profiling); the rest need the list regenerated "
+              "(`python3 bench/kbench/layout.py`). Do it before measuring; commit "
+              "crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
     if failed:
         print("The code layout no longer fits this build (functions renamed or gone: a dependency, "
               "version or toolchain change, or code moved), and each process of a session holds "

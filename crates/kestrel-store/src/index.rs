@@ -179,8 +179,11 @@ fn scan_and_rebuild(
         // Lines appended while the records were read are newer than what these said. A
         // file renamed over the index meanwhile (a compaction) or created since (it was
         // missing) is read whole.
-        let same = before.as_ref().and_then(|file| file.metadata().ok()).is_some_and(|old| {
-            std::fs::metadata(&index_path).is_ok_and(|now| same_file(&old, &now, start))
+        let same = before.as_ref().is_some_and(|file| {
+            let old = file.metadata();
+            let now = std::fs::metadata(&index_path);
+            matches!((old, now), (Ok(old), Ok(now)) if same_file(&old, &now, start))
+                && line_ends_at(file, start)
         });
         match IndexContents::read(&index_path, if same { start } else { 0 }) {
             Ok(appended) => contents.merge(appended),
@@ -199,18 +202,36 @@ fn scan_and_rebuild(
 }
 
 /// Whether `now` (the index path's metadata) is the file `old` was read from when it was
-/// `start` bytes long. Where inodes are not known, only that it has not shrunk.
+/// `start` bytes long, and it has not shrunk since (emptied in place). Where inodes are
+/// not known, only the latter.
 fn same_file(old: &std::fs::Metadata, now: &std::fs::Metadata, start: u64) -> bool {
     #[cfg(unix)]
-    {
+    let same_inode = {
         use std::os::unix::fs::MetadataExt;
-        let _ = start;
         old.dev() == now.dev() && old.ino() == now.ino()
+    };
+    #[cfg(not(unix))]
+    let same_inode = {
+        let _ = old;
+        true
+    };
+    same_inode && now.len() >= start
+}
+
+/// Whether `file` holds a line's end just before byte `start` (or `start` is 0): what
+/// lies past it was appended after, unless the file was emptied and refilled meanwhile.
+fn line_ends_at(file: &File, start: u64) -> bool {
+    let Some(last) = start.checked_sub(1) else { return true };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut byte = [0u8];
+        file.read_exact_at(&mut byte, last).is_ok() && byte == [b'\n']
     }
     #[cfg(not(unix))]
     {
-        let _ = old;
-        now.len() >= start
+        let _ = (file, last);
+        true
     }
 }
 
@@ -218,9 +239,15 @@ fn same_file(old: &std::fs::Metadata, now: &std::fs::Metadata, start: u64) -> bo
 /// so no append falls between the read and the rename.
 fn compact_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
     let index_path = home.index_file();
-    let _lock = lock_index(home, LockKind::Exclusive)?;
+    let lock = lock_index(home, LockKind::Exclusive)?;
     let contents = IndexContents::read(&index_path, 0)
         .map_err(|source| StoreError::io("read the session index", &index_path, source))?;
+    if !contents.marked {
+        // Deleted (or emptied) and created anew since the listing read it: marking what
+        // it holds now would hide the sessions it lost for good.
+        drop(lock);
+        return rebuild_index(home);
+    }
     contents.replace(home)?;
     Ok(contents.into_summaries(home))
 }
@@ -376,7 +403,7 @@ pub(crate) fn record_created(
             path: Some(home.relative(path).to_string_lossy().into_owned()),
             first_prompt: None,
             usage: None,
-            // Always said, so an index without it is known to be older (see `list`).
+            // Said from the start: a session listed before its first activity shows this.
             updated_at: Some(header.created_at),
         },
     )
@@ -609,8 +636,10 @@ fn collect_records(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) -> Result
         let entry = entry.map_err(|source| StoreError::io("list", dir, source))?;
         let path = entry.path();
         if depth < 3 {
-            if path.is_dir() {
-                collect_records(&path, depth + 1, files)?;
+            // A day (or month, year) that cannot be read is left out like an unreadable
+            // record: the other sessions are still listed.
+            if path.is_dir() && collect_records(&path, depth + 1, files).is_err() {
+                continue;
             }
         } else if path.extension().is_some_and(|extension| extension == "jsonl") && path.is_file() {
             files.push(path);
@@ -762,6 +791,94 @@ mod tests {
             let listed = SessionIndex::list(&home).unwrap();
             assert_eq!(listed[0].usage.input_tokens, 7, "index there: {index_before}");
         }
+    }
+
+    fn index_text(home: &KestrelHome) -> String {
+        std::fs::read_to_string(home.index_file()).unwrap()
+    }
+
+    #[test]
+    fn a_rebuild_forgets_what_the_old_index_said_of_records_gone_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        session_with_usage(&home, "kept", 1);
+        session_with_usage(&home, "gone", 1);
+        let files = record_files(&home).unwrap();
+        let gone = files.iter().find(|path| path.to_string_lossy().contains("gone")).unwrap();
+        std::fs::remove_file(gone).unwrap();
+        // The index (appends only: unmarked) still lists it; the rebuild reads only what
+        // was appended since its scan began.
+        let listed = SessionIndex::list(&home).unwrap();
+        assert_eq!(listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["kept"]);
+        assert!(!index_text(&home).contains("gone"));
+    }
+
+    #[test]
+    fn lines_appended_to_a_file_renamed_over_the_index_during_the_scan_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        let id = session_with_usage(&home, "s", 1);
+        let padding: String = (0..50).map(|n| format!("{{\"id\":\"pad{n}\"}}\n")).collect();
+        std::fs::write(home.index_file(), padding + &index_text(&home)).unwrap();
+        let (summaries, written) = scan_and_rebuild(&home, || {
+            // Another listing's rewrite, then a worker's line: both after the scan.
+            let fresh = format!("{MARKER}\n");
+            std::fs::write(home.sessions_dir().join("fresh"), fresh).unwrap();
+            std::fs::rename(home.sessions_dir().join("fresh"), home.index_file()).unwrap();
+            usage_line(&home, &id, 9);
+        })
+        .unwrap();
+        written.unwrap();
+        assert_eq!(summaries[0].usage.input_tokens, 9);
+    }
+
+    #[test]
+    fn an_index_emptied_during_the_scan_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        let id = session_with_usage(&home, "s", 1);
+        let (summaries, written) = scan_and_rebuild(&home, || {
+            std::fs::write(home.index_file(), "").unwrap();
+            usage_line(&home, &id, 5);
+        })
+        .unwrap();
+        written.unwrap();
+        assert_eq!(summaries[0].usage.input_tokens, 5);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_rebuild_that_cannot_read_what_was_appended_leaves_the_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        session_with_usage(&home, "s", 1);
+        let index = home.index_file();
+        let (summaries, written) = scan_and_rebuild(&home, || {
+            // Unreadable from now on (a symlink to itself), but a rename would replace it.
+            std::fs::remove_file(&index).unwrap();
+            std::os::unix::fs::symlink("index.jsonl", &index).unwrap();
+        })
+        .unwrap();
+        assert!(written.is_err(), "replaced what it could not read");
+        assert!(std::fs::symlink_metadata(&index).unwrap().file_type().is_symlink());
+        assert_eq!(summaries.len(), 1, "the scan is still listed");
+    }
+
+    #[test]
+    fn a_compaction_of_an_index_no_rewrite_wrote_rebuilds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        for id in ["a", "b", "c"] {
+            session_with_usage(&home, id, 1);
+        }
+        // What a listing that decided to compact may find once it holds the lock: the
+        // index deleted and created anew by one session's line.
+        let id = SessionId::from_string("c");
+        std::fs::remove_file(home.index_file()).unwrap();
+        usage_line(&home, &id, 3);
+        let listed = compact_index(&home).unwrap();
+        assert_eq!(listed.len(), 3, "every record's session");
+        assert!(index_text(&home).starts_with(MARKER));
     }
 
     #[test]
