@@ -164,6 +164,7 @@ fn scan_and_rebuild(
     // path still names it, what lies past `start` was appended during the scan.
     let before = File::open(&index_path).ok();
     let start = before.as_ref().and_then(|file| file.metadata().ok()).map_or(0, |m| m.len());
+    let tail = before.as_ref().and_then(|file| tail_before(file, start));
     let summaries = scan_records(home)?;
     after_scan();
     let sessions_dir = home.sessions_dir();
@@ -182,8 +183,9 @@ fn scan_and_rebuild(
         let same = before.as_ref().is_some_and(|file| {
             let old = file.metadata();
             let now = std::fs::metadata(&index_path);
-            matches!((old, now), (Ok(old), Ok(now)) if same_file(&old, &now, start))
-                && line_ends_at(file, start)
+            matches!((old, now), (Ok(old), Ok(now)) if same_file(&old, &now))
+                && tail.is_some()
+                && tail == tail_before(file, start)
         });
         match IndexContents::read(&index_path, if same { start } else { 0 }) {
             Ok(appended) => contents.merge(appended),
@@ -201,37 +203,37 @@ fn scan_and_rebuild(
     Ok((contents.into_summaries(home), written))
 }
 
-/// Whether `now` (the index path's metadata) is the file `old` was read from when it was
-/// `start` bytes long, and it has not shrunk since (emptied in place). Where inodes are
-/// not known, only the latter.
-fn same_file(old: &std::fs::Metadata, now: &std::fs::Metadata, start: u64) -> bool {
-    #[cfg(unix)]
-    let same_inode = {
-        use std::os::unix::fs::MetadataExt;
-        old.dev() == now.dev() && old.ino() == now.ino()
-    };
-    #[cfg(not(unix))]
-    let same_inode = {
-        let _ = old;
-        true
-    };
-    same_inode && now.len() >= start
-}
-
-/// Whether `file` holds a line's end just before byte `start` (or `start` is 0): what
-/// lies past it was appended after, unless the file was emptied and refilled meanwhile.
-fn line_ends_at(file: &File, start: u64) -> bool {
-    let Some(last) = start.checked_sub(1) else { return true };
+/// Whether `now` (the index path's metadata) is the file `old` was read from (where
+/// inodes are not known, the tail decides alone).
+fn same_file(old: &std::fs::Metadata, now: &std::fs::Metadata) -> bool {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::FileExt;
-        let mut byte = [0u8];
-        file.read_exact_at(&mut byte, last).is_ok() && byte == [b'\n']
+        use std::os::unix::fs::MetadataExt;
+        old.dev() == now.dev() && old.ino() == now.ino()
     }
     #[cfg(not(unix))]
     {
-        let _ = (file, last);
+        let _ = (old, now);
         true
+    }
+}
+
+/// Up to the last 64 bytes before `start` in `file`: the same after the scan, unless the
+/// file was emptied and refilled meanwhile (then it is read from its start). `None` when
+/// they cannot be read (or where positional reads are not known).
+fn tail_before(file: &File, start: u64) -> Option<Vec<u8>> {
+    let from = start.saturating_sub(64);
+    let mut tail = vec![0u8; usize::try_from(start - from).ok()?];
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(&mut tail, from).ok()?;
+        Some(tail)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, &mut tail);
+        None
     }
 }
 
@@ -636,10 +638,10 @@ fn collect_records(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) -> Result
         let entry = entry.map_err(|source| StoreError::io("list", dir, source))?;
         let path = entry.path();
         if depth < 3 {
-            // A day (or month, year) that cannot be read is left out like an unreadable
-            // record: the other sessions are still listed.
-            if path.is_dir() && collect_records(&path, depth + 1, files).is_err() {
-                continue;
+            // A directory that cannot be read fails the scan: a rebuild that left its
+            // sessions out would write an index that hides them for good.
+            if path.is_dir() {
+                collect_records(&path, depth + 1, files)?;
             }
         } else if path.extension().is_some_and(|extension| extension == "jsonl") && path.is_file() {
             files.push(path);
@@ -830,6 +832,36 @@ mod tests {
         .unwrap();
         written.unwrap();
         assert_eq!(summaries[0].usage.input_tokens, 9);
+    }
+
+    #[test]
+    fn an_index_emptied_and_refilled_past_its_old_length_during_the_scan_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        let id = session_with_usage(&home, "s", 1);
+        let (summaries, written) = scan_and_rebuild(&home, || {
+            std::fs::write(home.index_file(), "").unwrap();
+            usage_line(&home, &id, 5);
+            let padding: String = (0..50).map(|n| format!("{{\"id\":\"pad{n}\"}}\n")).collect();
+            let mut file = paths::open_shared_append(&home.index_file()).unwrap();
+            file.write_all(padding.as_bytes()).unwrap();
+        })
+        .unwrap();
+        written.unwrap();
+        assert_eq!(summaries[0].usage.input_tokens, 5);
+    }
+
+    #[test]
+    fn a_torn_last_line_does_not_bring_back_what_the_old_index_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = KestrelHome::at(dir.path());
+        session_with_usage(&home, "kept", 1);
+        // A session whose record is gone, then a line cut short (a full disk).
+        let ghost = r#"{"id":"ghost","created_at":"2026-01-01T00:00:00Z","cwd":"/w","model":"m","provider":"p","path":"sessions/x.jsonl","updated_at":"2026-01-01T00:00:00Z"}"#;
+        let text = format!("{}{ghost}\n{{\"id\":\"kept\",\"usa", index_text(&home));
+        std::fs::write(home.index_file(), text).unwrap();
+        let listed = SessionIndex::list(&home).unwrap();
+        assert_eq!(listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["kept"]);
     }
 
     #[test]
