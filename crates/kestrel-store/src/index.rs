@@ -165,7 +165,7 @@ fn scan_and_rebuild(
     let before = File::open(&index_path).ok();
     let start = before.as_ref().and_then(|file| file.metadata().ok()).map_or(0, |m| m.len());
     let tail = before.as_ref().and_then(|file| tail_before(file, start));
-    let summaries = scan_records(home)?;
+    let (summaries, failed) = scan_records_noting_failures(home)?;
     after_scan();
     let sessions_dir = home.sessions_dir();
     if summaries.is_empty() && !sessions_dir.exists() {
@@ -198,7 +198,9 @@ fn scan_and_rebuild(
         // A session the scan did not find and whose creation was not appended since has
         // an unreadable record: it cannot be listed.
         contents.sessions.retain(|_, line| line.created_at.is_some());
-        contents.replace(home)
+        // With a record that could not be read, the index is written unmarked: the next
+        // listing tries again, rather than hiding that session for good.
+        contents.replace(home, !failed)
     });
     Ok((contents.into_summaries(home), written))
 }
@@ -250,7 +252,7 @@ fn compact_index(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> 
         drop(lock);
         return rebuild_index(home);
     }
-    contents.replace(home)?;
+    contents.replace(home, true)?;
     Ok(contents.into_summaries(home))
 }
 
@@ -345,9 +347,9 @@ impl IndexContents {
     }
 
     /// Writes one line per session to a temporary file renamed over the index (the
-    /// caller holds the exclusive lock).
-    fn replace(&self, home: &KestrelHome) -> Result<(), StoreError> {
-        let mut text = format!("{MARKER}\n").into_bytes();
+    /// caller holds the exclusive lock), after the marker if `marked`.
+    fn replace(&self, home: &KestrelHome, marked: bool) -> Result<(), StoreError> {
+        let mut text = if marked { format!("{MARKER}\n").into_bytes() } else { Vec::new() };
         for line in self.sessions.values() {
             text.extend(encode_line(line)?);
         }
@@ -567,11 +569,29 @@ fn append_line(home: &KestrelHome, line: &IndexLine) -> Result<(), StoreError> {
 
 /// Summaries of every readable record, from their headers and first user messages.
 fn scan_records(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
-    let mut summaries: Vec<_> =
-        record_files(home)?.iter().filter_map(|path| summarize_record(path).ok()).collect();
+    scan_records_noting_failures(home).map(|(summaries, _)| summaries)
+}
+
+/// [`scan_records`], and whether a record could not be read for a reason that may pass
+/// (an I/O error: too many open files, a permission since fixed), as opposed to a record
+/// that is not one (a bad header) or was deleted meanwhile.
+fn scan_records_noting_failures(
+    home: &KestrelHome,
+) -> Result<(Vec<SessionSummary>, bool), StoreError> {
+    let mut failed = false;
+    let mut summaries = Vec::new();
+    for path in record_files(home)? {
+        match summarize_record(&path) {
+            Ok(summary) => summaries.push(summary),
+            Err(StoreError::Io { source, .. }) if source.kind() != ErrorKind::NotFound => {
+                failed = true;
+            }
+            Err(_) => {}
+        }
+    }
     sort_most_recent_first(&mut summaries);
     add_descendant_usage(&mut summaries);
-    Ok(summaries)
+    Ok((summaries, failed))
 }
 
 fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
