@@ -855,23 +855,6 @@ mod tests {
     }
 
     #[test]
-    fn an_index_emptied_and_refilled_past_its_old_length_during_the_scan_is_read_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = KestrelHome::at(dir.path());
-        let id = session_with_usage(&home, "s", 1);
-        let (summaries, written) = scan_and_rebuild(&home, || {
-            std::fs::write(home.index_file(), "").unwrap();
-            usage_line(&home, &id, 5);
-            let padding: String = (0..50).map(|n| format!("{{\"id\":\"pad{n}\"}}\n")).collect();
-            let mut file = paths::open_shared_append(&home.index_file()).unwrap();
-            file.write_all(padding.as_bytes()).unwrap();
-        })
-        .unwrap();
-        written.unwrap();
-        assert_eq!(summaries[0].usage.input_tokens, 5);
-    }
-
-    #[test]
     fn a_torn_last_line_does_not_bring_back_what_the_old_index_said() {
         let dir = tempfile::tempdir().unwrap();
         let home = KestrelHome::at(dir.path());
@@ -885,17 +868,24 @@ mod tests {
     }
 
     #[test]
-    fn an_index_emptied_during_the_scan_is_read_from_its_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = KestrelHome::at(dir.path());
-        let id = session_with_usage(&home, "s", 1);
-        let (summaries, written) = scan_and_rebuild(&home, || {
-            std::fs::write(home.index_file(), "").unwrap();
-            usage_line(&home, &id, 5);
-        })
-        .unwrap();
-        written.unwrap();
-        assert_eq!(summaries[0].usage.input_tokens, 5);
+    fn an_index_emptied_during_the_scan_is_read_from_its_start_however_long_it_grew_since() {
+        for padding_lines in [0, 50] {
+            let dir = tempfile::tempdir().unwrap();
+            let home = KestrelHome::at(dir.path());
+            let id = session_with_usage(&home, "s", 1);
+            let (summaries, written) = scan_and_rebuild(&home, || {
+                std::fs::write(home.index_file(), "").unwrap();
+                usage_line(&home, &id, 5);
+                // Past the old length: only the bytes before it tell a refill.
+                let padding: String =
+                    (0..padding_lines).map(|n| format!("{{\"id\":\"pad{n}\"}}\n")).collect();
+                let mut file = paths::open_shared_append(&home.index_file()).unwrap();
+                file.write_all(padding.as_bytes()).unwrap();
+            })
+            .unwrap();
+            written.unwrap();
+            assert_eq!(summaries[0].usage.input_tokens, 5, "{padding_lines} lines after");
+        }
     }
 
     #[test]
