@@ -15,16 +15,9 @@ use catalog_support::CatalogServer;
 use common::{TestEnv, Wire, body_text, stderr};
 use daemon_support::{DaemonTest, WAIT};
 use kestrel_testkit::{Script, ScriptedToolCall, Step};
-use serde_json::json;
+use serde_json::{Value, json};
 
-/// The smallest valid PNG: 1×1, transparent.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
-    0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
-    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
-    0x42, 0x60, 0x82,
-];
+const PNG: &[u8] = kestrel_testkit::PNG_1X1;
 
 /// A catalog in which the scripted model takes images.
 const VISION_CATALOG: &str = r#"{"scripted": {"id": "scripted", "models": {
@@ -144,15 +137,26 @@ async fn cancelling_after_a_tool_returned_an_image_leaves_a_session_that_goes_on
 
 /// Sends a prompt of text and the 1×1 PNG through the daemon and waits for its answer.
 async fn prompt_with_image(client: &daemon_support::AcpClient, session: &str) {
-    let prompt = json!([
-        {"type": "text", "text": "what is this?"},
-        {"type": "image", "mimeType": "image/png", "data": PNG_BASE64},
-    ]);
+    let image = json!({"type": "image", "mimeType": "image/png", "data": PNG_BASE64});
+    prompt_to_the_end(client, session, json!([{"type": "text", "text": "what is this?"}, image]))
+        .await;
+}
+
+/// Sends `prompt` and waits for its turn to end well.
+async fn prompt_to_the_end(client: &daemon_support::AcpClient, session: &str, prompt: Value) {
     let answer = client
         .request("session/prompt", json!({"sessionId": session, "prompt": prompt}))
         .await
         .unwrap();
     assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+}
+
+/// A prompt whose image no provider takes (SVG), with a question.
+fn svg_prompt() -> Value {
+    json!([
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
+    ])
 }
 
 /// [`PNG`], base64.
@@ -223,15 +227,7 @@ async fn a_prompt_image_no_provider_takes_is_left_out_and_the_text_is_sent() {
     cache_catalog(&test.env, VISION_CATALOG);
     let client = test.client().await;
     let session = client.new_session(&test.env.work_path()).await;
-    let svg = json!([
-        {"type": "text", "text": "what is this?"},
-        {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
-    ]);
-    let answer = client
-        .request("session/prompt", json!({"sessionId": session, "prompt": svg}))
-        .await
-        .unwrap();
-    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    prompt_to_the_end(&client, &session, svg_prompt()).await;
     let first = body_text(&model_requests(&test.env)[0]);
     assert!(first.contains("what is this?"), "{first}");
     assert!(first.contains("[image: image/svg+xml — left out of the prompt: "), "{first}");
@@ -272,15 +268,7 @@ async fn a_left_out_prompt_image_reaches_clients_through_the_daemon_as_they_aske
     let session = notices.new_session(&cwd).await;
     let mut plain = test.client().await;
     plain.load(&session, &cwd).await.unwrap();
-    let svg = json!([
-        {"type": "text", "text": "what is this?"},
-        {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"},
-    ]);
-    let answer = notices
-        .request("session/prompt", json!({"sessionId": session, "prompt": svg}))
-        .await
-        .unwrap();
-    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    prompt_to_the_end(&notices, &session, svg_prompt()).await;
     let notice = notices.wait_update(&session, "notice").await;
     let title = notice["title"].as_str().unwrap_or_default();
     assert!(title.starts_with("an image in the prompt was not sent (image/svg+xml"), "{notice}");
@@ -308,11 +296,7 @@ async fn a_prompt_image_goes_as_its_bytes_say_and_one_without_data_is_left_out()
         {"type": "image", "mimeType": "image/jpeg", "data": PNG_BASE64},
         {"type": "image", "mimeType": "image/png", "data": ""},
     ]);
-    let answer = client
-        .request("session/prompt", json!({"sessionId": session, "prompt": prompt}))
-        .await
-        .unwrap();
-    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    prompt_to_the_end(&client, &session, prompt).await;
     let first = body_text(&model_requests(&test.env)[0]);
     assert!(first.contains("data:image/png;base64,iVBORw0KGgo"), "{first}");
     assert!(!first.contains("image/jpeg;base64"), "{first}");
