@@ -10,30 +10,10 @@ mod common;
 mod daemon_support;
 mod tui_support;
 
-use daemon_support::{AcpClient, DaemonTest, Event};
-use kestrel_testkit::{Fault, Key, Pty, Script, Step};
-use serde_json::{Value, json};
+use daemon_support::{DaemonTest, slow, turn_notice};
+use kestrel_testkit::{Key, Pty, Script, Step};
+use serde_json::json;
 use tui_support::{COLS, ROWS, TuiTest, WAIT};
-
-/// An answer streamed slowly enough (a pause between its stream events) that other
-/// clients can attach while it runs.
-fn slow(text: &str, delay_ms: u64) -> Step {
-    Step::text(text).with_fault(Fault::SlowChunks { delay_ms })
-}
-
-/// Waits for `client`'s next `_kestrel/session/turn` of `session`; its params.
-async fn turn_notice(client: &mut AcpClient, session: &str) -> Value {
-    let event = client
-        .wait_for("a _kestrel/session/turn notification", |event| {
-            matches!(event, Event::Notification(n) if n.method == kestrel_daemon::SESSION_TURN
-                && n.params["sessionId"] == session)
-        })
-        .await;
-    match event {
-        Event::Notification(notification) => notification.params,
-        Event::Request(_) => unreachable!(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attach_during_a_turn_says_it_runs_and_its_end_is_announced() {

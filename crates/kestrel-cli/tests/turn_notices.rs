@@ -9,14 +9,10 @@
 mod common;
 mod daemon_support;
 
-use daemon_support::{AcpClient, DaemonTest, Event, kill};
+use daemon_support::{AcpClient, DaemonTest, Event, kill, slow};
 use kestrel_testkit::{Fault, Script, ScriptedToolCall, Step};
 use serde_json::{Value, json};
 use std::time::Duration;
-
-fn slow(text: &str, delay_ms: u64) -> Step {
-    Step::text(text).with_fault(Fault::SlowChunks { delay_ms })
-}
 
 /// What a client heard of `session`'s turns and restarts, in order: `true`/`false`
 /// for turn notices (with the stop reason or error), `restarted` for a restart.

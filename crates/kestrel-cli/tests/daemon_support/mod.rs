@@ -7,7 +7,7 @@
 
 use crate::common::{TestEnv, Wire};
 use kestrel_protocol::jsonrpc::{Connection, Incoming, Notification, Request, RequestId, RpcError};
-use kestrel_testkit::Script;
+use kestrel_testkit::{Fault, Script, Step};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -128,6 +128,26 @@ impl Drop for DaemonTest {
         if let Some(pid) = pid.or_else(|| self.daemon_pid()) {
             kill(pid, libc::SIGKILL);
         }
+    }
+}
+
+/// An answer streamed slowly (a pause between its stream events): its turn runs long
+/// enough for other clients to attach or prompt meanwhile.
+pub fn slow(text: &str, delay_ms: u64) -> Step {
+    Step::text(text).with_fault(Fault::SlowChunks { delay_ms })
+}
+
+/// Waits for `client`'s next `_kestrel/session/turn` of `session`; its params.
+pub async fn turn_notice(client: &mut AcpClient, session: &str) -> Value {
+    let event = client
+        .wait_for("a _kestrel/session/turn notification", |event| {
+            matches!(event, Event::Notification(n) if n.method == kestrel_daemon::SESSION_TURN
+                && n.params["sessionId"] == session)
+        })
+        .await;
+    match event {
+        Event::Notification(notification) => notification.params,
+        Event::Request(_) => unreachable!(),
     }
 }
 
