@@ -72,6 +72,19 @@ fn resume_last(test: &DaemonTest) -> Pty {
     Pty::spawn(&command, ROWS, COLS).expect("the TUI starts")
 }
 
+/// `kestrel resume --last` once it shows the editor's turn ("from the editor") running.
+async fn resume_showing_the_editors_turn(test: &DaemonTest) -> Pty {
+    let tui = resume_last(test);
+    tokio::task::spawn_blocking(move || {
+        wait_screen(&tui, "the editor's turn shown running", |screen| {
+            screen.contains("from the editor") && screen.contains("● working")
+        });
+        tui
+    })
+    .await
+    .unwrap()
+}
+
 fn wait_screen(pty: &Pty, what: &str, check: impl FnMut(&str) -> bool) -> String {
     pty.wait_until(what, WAIT, check).unwrap_or_else(|error| panic!("{error}"))
 }
@@ -126,11 +139,8 @@ async fn kestrel_resume_of_a_session_an_editor_runs_shows_its_turn_until_it_ends
     let turn = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;
 
-    let tui = resume_last(&test);
+    let tui = resume_showing_the_editors_turn(&test).await;
     let tui = tokio::task::spawn_blocking(move || {
-        wait_screen(&tui, "the editor's turn shown running", |screen| {
-            screen.contains("from the editor") && screen.contains("● working")
-        });
         wait_screen(&tui, "the turn's end", |screen| {
             screen.contains("Editor answer.") && screen.contains("● ready")
         });
@@ -158,11 +168,8 @@ async fn a_tui_prompt_refused_because_an_editors_turn_got_there_first_is_sent_af
     let first = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;
 
-    let tui = resume_last(&test);
+    let tui = resume_showing_the_editors_turn(&test).await;
     let tui = tokio::task::spawn_blocking(move || {
-        wait_screen(&tui, "the editor's turn shown running", |screen| {
-            screen.contains("from the editor") && screen.contains("● working")
-        });
         tui.type_text("tui question").unwrap();
         wait_screen(&tui, "the typed prompt", |screen| screen.contains("tui question"));
         tui.press(Key::Enter).unwrap();
