@@ -198,8 +198,8 @@ fn scan_and_rebuild(
         // A session the scan did not find and whose creation was not appended since has
         // an unreadable record: it cannot be listed.
         contents.sessions.retain(|_, line| line.created_at.is_some());
-        // With a record that could not be read, the index is written unmarked: the next
-        // listing tries again, rather than hiding that session for good.
+        // With a record that could not be read for now, the index is written unmarked:
+        // the next listing tries again, rather than hiding that session for good.
         contents.replace(home, !failed)
     });
     Ok((contents.into_summaries(home), written))
@@ -266,15 +266,17 @@ enum LockKind {
 }
 
 /// Locks `sessions/index.lock` (created if needed) until the returned file is dropped.
-/// The sessions directory must exist.
+/// The sessions directory must exist. The lock is readable by all (flock needs no
+/// write access), so one left by another user (`sudo kestrel`) still locks.
 fn lock_index(home: &KestrelHome, kind: LockKind) -> Result<File, StoreError> {
     let path = home.sessions_dir().join("index.lock");
-    let file = paths::private_file_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
+    let file = options
         .open(&path)
+        .or_else(|_| File::open(&path))
         .map_err(|source| StoreError::io("open the index lock", &path, source))?;
     let locked = match kind {
         LockKind::Shared => file.lock_shared(),
@@ -560,7 +562,9 @@ fn append_line(home: &KestrelHome, line: &IndexLine) -> Result<(), StoreError> {
     let sessions_dir = home.sessions_dir();
     paths::ensure_dir(&sessions_dir)?;
     let index_path = home.index_file();
-    let _lock = lock_index(home, LockKind::Shared)?;
+    // Without the lock (unusable: say a directory in its place) the line is appended
+    // all the same: a rewrite at that moment could lose it, never more than that.
+    let _lock = lock_index(home, LockKind::Shared).ok();
     let mut file = paths::open_shared_append(&index_path)?;
     file.write_all(&bytes)
         .and_then(|()| file.flush())
@@ -572,9 +576,10 @@ fn scan_records(home: &KestrelHome) -> Result<Vec<SessionSummary>, StoreError> {
     scan_records_noting_failures(home).map(|(summaries, _)| summaries)
 }
 
-/// [`scan_records`], and whether a record could not be read for a reason that may pass
-/// (an I/O error: too many open files, a permission since fixed), as opposed to a record
-/// that is not one (a bad header) or was deleted meanwhile.
+/// [`scan_records`], and whether a record could not be read for a reason that passes
+/// (too many open files, no memory, an I/O error). A record that cannot be read for good
+/// (not ours to read, a bad header) or was deleted meanwhile is only left out: retrying
+/// it would rescan every record on every listing.
 fn scan_records_noting_failures(
     home: &KestrelHome,
 ) -> Result<(Vec<SessionSummary>, bool), StoreError> {
@@ -583,15 +588,18 @@ fn scan_records_noting_failures(
     for path in record_files(home)? {
         match summarize_record(&path) {
             Ok(summary) => summaries.push(summary),
-            Err(StoreError::Io { source, .. }) if source.kind() != ErrorKind::NotFound => {
-                failed = true;
-            }
+            Err(StoreError::Io { source, .. }) if passing(&source) => failed = true,
             Err(_) => {}
         }
     }
     sort_most_recent_first(&mut summaries);
     add_descendant_usage(&mut summaries);
     Ok((summaries, failed))
+}
+
+/// An I/O error that may not happen again: EIO, ENOMEM, ENFILE, EMFILE (Linux numbers).
+fn passing(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(5 | 12 | 23 | 24))
 }
 
 fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {

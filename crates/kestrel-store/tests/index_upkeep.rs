@@ -330,3 +330,31 @@ fn an_index_to_rebuild_that_cannot_be_rewritten_is_listed_from_the_records_still
     std::fs::remove_dir(&lock).unwrap();
     assert_eq!(listed_ids(&home), ["a", "b"]);
 }
+
+#[test]
+fn sessions_are_created_and_noted_when_the_index_lock_cannot_be_had() {
+    let (_dir, home) = marked_home();
+    let lock = home.sessions_dir().join("index.lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    sessions_with_prompts(&home, &["a", "b"]);
+    let index = std::fs::read_to_string(home.index_file()).unwrap();
+    assert!(index.contains(r#""first_prompt":"b""#), "{index}");
+    assert_eq!(listed_ids(&home), ["a", "b"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn the_index_lock_is_created_readable_by_all() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, home) = marked_home();
+    let mode =
+        std::fs::metadata(home.sessions_dir().join("index.lock")).unwrap().permissions().mode();
+    // 0644 as the process's umask (Linux says it in /proc) lets it.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let umask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Umask:"))
+        .map_or(0o022, |m| u32::from_str_radix(m.trim(), 8).unwrap());
+    assert_eq!(mode & 0o777, 0o644 & !umask);
+}
