@@ -285,6 +285,9 @@ fn gif_blocks(bytes: &[u8], screen: ImageSize) -> Result<ImageSize, String> {
             }
         }
     }
+    if frames == 0 {
+        return Err("the GIF file has no image in it (no frame before its trailer)".into());
+    }
     Ok(size)
 }
 
@@ -305,9 +308,10 @@ fn skip_sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
 }
 
 /// PNG: the chunks, walked by their lengths, end with IEND (anything after it is ignored,
-/// as libpng does).
+/// as libpng does), and image data (IDAT) comes before it.
 fn png_complete(bytes: &[u8]) -> Result<(), &'static str> {
     let mut at = 8usize;
+    let mut data = false;
     loop {
         let (Some(length), Some(kind)) = (be_u32(bytes, at), bytes.get(at + 4..at + 8)) else {
             return Err("it ends before its IEND chunk");
@@ -318,8 +322,9 @@ fn png_complete(bytes: &[u8]) -> Result<(), &'static str> {
             .filter(|&next| next <= bytes.len())
             .ok_or("a chunk runs past its end (no IEND chunk)")?;
         if kind == b"IEND" {
-            return Ok(());
+            return if data { Ok(()) } else { Err("it has no image data (IDAT chunk)") };
         }
+        data |= kind == b"IDAT";
         at = next;
     }
 }
@@ -395,8 +400,9 @@ mod tests {
     fn the_four_types_pass_when_their_bytes_match() {
         let image = checked_image("image/png", PNG).unwrap();
         assert_eq!((image.media_type.as_str(), image.data.as_str()), ("image/png", PNG));
-        // "GIF89a", a 1×1 screen, no colour table, the trailer: base64.
-        assert!(checked_image("image/gif", "R0lGODlhAQABAAAAADs=").is_ok());
+        // A 1×1 GIF: a two-colour table, a transparency extension, one frame.
+        let gif = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
+        assert!(checked_image("image/gif", gif).is_ok());
         // MIME line breaks are accepted and not passed on.
         let wrapped = format!("{}\n{}\r\n", &PNG[..40], &PNG[40..]);
         assert_eq!(checked_image("image/png", &wrapped).unwrap().data, PNG);
@@ -404,6 +410,13 @@ mod tests {
         for declared in ["image/jpeg", "image/jpg", "image/svg+xml", "application/octet-stream"] {
             assert_eq!(checked_image(declared, PNG).unwrap().media_type, "image/png");
         }
+    }
+
+    /// [`PNG`]'s signature, header and end, its IDAT chunk left out: base64.
+    fn png_without_data() -> String {
+        let bytes = kestrel_protocol::base64::decode(PNG).unwrap();
+        let kept = [&bytes[..33], &bytes[bytes.len() - 12..]].concat();
+        kestrel_protocol::base64::encode(&kept)
     }
 
     #[test]
@@ -417,6 +430,9 @@ mod tests {
             ("image/png", String::new(), "the image has no data"),
             ("image/webp", "AAAA".to_string(), "not a image/webp image"),
             ("image/png", huge, "too large"),
+            // "GIF89a", a 1×1 screen, the trailer: no frame.
+            ("image/gif", "R0lGODlhAQABAAAAADs=".to_string(), "no image in it"),
+            ("image/png", png_without_data(), "no image data"),
         ];
         for (media_type, data, expected) in cases {
             let error = checked_image(media_type, &data).unwrap_err();

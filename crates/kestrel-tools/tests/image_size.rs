@@ -21,6 +21,8 @@ fn png(width: u32, height: u32) -> Vec<u8> {
     bytes.extend(height.to_be_bytes());
     // Bit depth, colour type, compression, filter, interlace, then a CRC (not checked).
     bytes.extend([8, 6, 0, 0, 0, 0x1F, 0x15, 0xC4, 0x89]);
+    // Image data (an empty IDAT: its contents are not checked), then the end.
+    bytes.extend([0, 0, 0, 0, b'I', b'D', b'A', b'T', 0x35, 0xAF, 0x06, 0x1E]);
     bytes.extend(PNG_END);
     bytes
 }
@@ -28,12 +30,11 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 /// A PNG's last chunk: IEND, empty, with its CRC.
 const PNG_END: [u8; 12] = [0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82];
 
+/// A GIF of a `width`×`height` screen whose one frame fills its lower right quarter (so
+/// every byte that places or sizes the frame depends on the size, as the screen's do).
 fn gif(width: u16, height: u16) -> Vec<u8> {
-    let mut bytes = b"GIF89a".to_vec();
-    bytes.extend(width.to_le_bytes());
-    bytes.extend(height.to_le_bytes());
-    bytes.extend([0, 0, 0, 0x3B]);
-    bytes
+    let (left, top) = (width / 2, height / 2);
+    gif_frames((width, height), &[(left, top, width - left, height - top)], &[])
 }
 
 /// A JPEG with an APP0 segment and an EXIF-like segment holding a decoy SOF marker (it
@@ -125,7 +126,7 @@ fn a_header_that_lies_is_a_clear_error() {
     no_signature[20] = 0;
     let cases: [(&[u8], &str); 9] = [
         (&png(0, 5), "the PNG header says the image is 0×5 pixels"),
-        (&gif(7, 0), "the GIF header says the image is 7×0 pixels"),
+        (&gif_frames((7, 0), &[(0, 0, 7, 0)], &[]), "a GIF frame is 7×0 pixels"),
         (&not_ihdr, "the PNG header does not start with an IHDR chunk"),
         (&sof_after_scan, "the JPEG header has no frame header (SOF) before the image data"),
         (&zero_length, "the JPEG header has a segment shorter than its own length field"),
