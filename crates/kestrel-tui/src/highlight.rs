@@ -32,10 +32,13 @@ struct State {
     loaded: Option<Arc<Loaded>>,
     /// A loader thread runs (loading, or keeping the set and dropping it when unused).
     loading: bool,
+    /// Code asked for the set while it was being dropped: the loader loads it again.
+    wanted: bool,
     last_used: Option<Instant>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { loaded: None, loading: false, last_used: None });
+static STATE: Mutex<State> =
+    Mutex::new(State { loaded: None, loading: false, wanted: false, last_used: None });
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 static NOTIFY: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
 
@@ -63,6 +66,7 @@ fn loaded() -> Option<Arc<Loaded>> {
         state.last_used = Some(Instant::now());
         return Some(loaded);
     }
+    state.wanted = true;
     if !state.loading {
         state.loading = true;
         let spawned =
@@ -75,25 +79,45 @@ fn loaded() -> Option<Arc<Loaded>> {
 }
 
 /// The loader thread: loads the set, then drops it once unused for [`KEEP_FOR`], with
-/// what it read of the binary's read-only data (the syntax dump, Oniguruma's tables).
+/// what it read of the binary's read-only data (the syntax dump, Oniguruma's tables); and
+/// again while code asked for it as it was dropped.
 fn load_and_keep() {
-    let read_only_before = kestrel_platform::ReadOnlyData::resident_now();
-    let syntaxes = SyntaxSet::load_defaults_newlines();
-    let mut themes = ThemeSet::load_defaults();
-    let Some(theme) = themes.themes.remove("base16-ocean.dark") else {
-        state().loading = false;
-        return;
-    };
-    drop(themes);
-    {
+    loop {
+        let read_only_before = kestrel_platform::ReadOnlyData::resident_now();
+        let syntaxes = SyntaxSet::load_defaults_newlines();
+        let mut themes = ThemeSet::load_defaults();
+        let Some(theme) = themes.themes.remove("base16-ocean.dark") else {
+            state().loading = false;
+            return;
+        };
+        drop(themes);
+        {
+            let mut state = state();
+            state.loaded = Some(Arc::new(Loaded { syntaxes, theme }));
+            state.wanted = false;
+            state.last_used = Some(Instant::now());
+        }
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+        if let Some(notify) = NOTIFY.get() {
+            notify();
+        }
+        keep_while_used();
+        kestrel_platform::trim_heap();
+        if let Some(before) = read_only_before {
+            before.release_added();
+        }
+        // Still "loading" until here, so no other loader started meanwhile (its note
+        // would have counted the dump as resident before it, and kept it for good).
         let mut state = state();
-        state.loaded = Some(Arc::new(Loaded { syntaxes, theme }));
-        state.last_used = Some(Instant::now());
+        if !std::mem::take(&mut state.wanted) {
+            state.loading = false;
+            return;
+        }
     }
-    EPOCH.fetch_add(1, Ordering::AcqRel);
-    if let Some(notify) = NOTIFY.get() {
-        notify();
-    }
+}
+
+/// Waits until the set was not used for [`KEEP_FOR`], then drops it.
+fn keep_while_used() {
     loop {
         std::thread::sleep(KEEP_FOR / 2);
         let mut state = state();
@@ -101,13 +125,8 @@ fn load_and_keep() {
             continue;
         }
         let unused = state.loaded.take();
-        state.loading = false;
         drop(state);
         drop(unused);
-        kestrel_platform::trim_heap();
-        if let Some(before) = read_only_before {
-            before.release_added();
-        }
         return;
     }
 }
