@@ -9,6 +9,7 @@ mod ids;
 pub mod jsonrpc;
 mod mode;
 mod record;
+pub mod swarm;
 mod time;
 
 pub use exec_event::{

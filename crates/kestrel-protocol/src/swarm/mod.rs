@@ -1,0 +1,14 @@
+//! The swarm's shared types (ARCHITECTURE §10): the task graph and its validation, the
+//! run's events, and the state they fold into. Here, not in kestrel-swarm, so the store,
+//! the TUI and the worker's role tools read runs without depending on the orchestrator.
+
+mod event;
+mod graph;
+mod state;
+
+pub use event::{
+    FailedStage, MERGE_TRAILER, RunEnd, SwarmEntry, SwarmEvent, SwarmRole, SwarmSessionTag,
+    TurnUsage, integration_branch, task_branch,
+};
+pub use graph::{MAX_TASK_ID_LEN, SwarmGraph, SwarmPlan, TaskSpec, valid_task_id};
+pub use state::{AttemptFailure, RoleSession, RunState, RunView, TaskState, TaskView};
