@@ -15,8 +15,10 @@ mod session_list;
 pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
 pub use config::{
     AgentSettings, Config, ConfigError, DEFAULT_CATALOG_URL, DEFAULT_COMPACT_AT,
-    DEFAULT_IDLE_WORKER_MINUTES, DEFAULT_MAX_SUBAGENTS, McpServerSettings, McpTransport,
-    PermissionSettings, ProjectPermissions, ProviderSettings, ReasoningEffort, SandboxSettings,
+    DEFAULT_IDLE_WORKER_MINUTES, DEFAULT_MAX_SUBAGENTS, DEFAULT_SWARM_MAX_ATTEMPTS,
+    DEFAULT_SWARM_MAX_PARALLEL, DEFAULT_SWARM_VERIFY_TIMEOUT_S, Executor, McpServerSettings,
+    McpTransport, PermissionSettings, ProjectPermissions, ProviderSettings, RaySettings,
+    ReasoningEffort, ReviewerSettings, SandboxSettings, SwarmRoleSettings, SwarmSettings,
     WireApiSetting, split_model_ref,
 };
 pub use error::StoreError;

@@ -174,6 +174,48 @@ fn a_project_config_cannot_raise_permissions_or_redirect_keys() {
 }
 
 #[test]
+fn a_project_config_cannot_redirect_the_swarm_but_may_pick_its_models() {
+    let s = setup();
+    for (text, key) in [
+        ("[swarm]\nworkdir = \"/tmp/elsewhere\"\n", "`[swarm] workdir`"),
+        ("[swarm]\nexecutor = \"local\"\n", "`[swarm] executor`"),
+        ("[swarm.ray]\naddress = \"http://attacker.example:8265\"\n", "`[swarm.ray]`"),
+    ] {
+        write(&project_file(&s.repo), text);
+        let message = Config::load(&s.home, &s.repo).unwrap_err().to_string();
+        assert!(message.contains(&project_file(&s.repo).display().to_string()), "{message}");
+        assert!(
+            message.contains(&format!("{key} can only be set in the user's config")),
+            "{message}"
+        );
+    }
+    write(
+        &project_file(&s.repo),
+        "[swarm]\nmax_parallel = 2\n[swarm.roles.implementer]\nmodel = \"openai/gpt-5.1-codex\"\n",
+    );
+    write(&s.home.config_file(), "[swarm]\nmax_attempts = 5\n");
+    let swarm = Config::load(&s.home, &s.repo).unwrap().swarm;
+    assert_eq!((swarm.max_parallel, swarm.max_attempts), (2, 5));
+    assert_eq!(swarm.implementer.model.as_deref(), Some("openai/gpt-5.1-codex"));
+    // A bad value names the project's file, where it was set.
+    write(&project_file(&s.repo), "[swarm.roles.reviewer]\nmodel = \"sonnet\"\n");
+    let message = Config::load(&s.home, &s.repo).unwrap_err().to_string();
+    assert!(message.starts_with(&project_file(&s.repo).display().to_string()), "{message}");
+}
+
+#[test]
+fn the_example_in_docs_config_md_loads() {
+    let s = setup();
+    let doc = include_str!("../../../docs/config.md");
+    let example = doc.split("```toml\n").nth(1).and_then(|rest| rest.split("```").next()).unwrap();
+    write(&s.home.config_file(), example);
+    let config = Config::load(&s.home, &s.repo).unwrap();
+    assert_eq!(config.swarm.max_parallel, 4);
+    assert_eq!(config.swarm.reviewer.model.as_deref(), Some("anthropic/claude-sonnet-4-5"));
+    assert!(config.swarm.workdir.ends_with(".cache/kestrel/swarm"), "{:?}", config.swarm.workdir);
+}
+
+#[test]
 fn a_home_inside_the_project_is_not_read_twice() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().to_path_buf();

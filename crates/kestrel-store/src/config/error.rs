@@ -46,10 +46,9 @@ pub(super) fn positioned(path: &Path, text: &str, error: &toml::de::Error) -> Co
             message: error.to_string().trim().to_owned(),
         };
     };
+    let (line, column) = line_column(text, offset);
     let before = text.get(..offset).unwrap_or(text);
     let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-    let line = before.matches('\n').count() + 1;
-    let column = before[line_start..].chars().count() + 1;
     let mut message = error.message().trim().to_owned();
     if let Some(key) = key_at(text, line_start)
         && (key.contains('.') || !message.contains(&format!("`{key}`")))
@@ -57,6 +56,14 @@ pub(super) fn positioned(path: &Path, text: &str, error: &toml::de::Error) -> Co
         message.push_str(&format!(" (in `{key}`)"));
     }
     ConfigError::Parse { path: path.to_path_buf(), line, column, message }
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let line = before.matches('\n').count() + 1;
+    (line, before[line_start..].chars().count() + 1)
 }
 
 /// The dotted key of the line starting at `line_start`: the nearest `[table]` header

@@ -3,6 +3,7 @@
 //! Everything is optional here: a file may set only what it changes, and the layers
 //! (built-ins, user, project) are merged before the result is resolved.
 
+use super::swarm::ExecutorKind;
 use super::{ReasoningEffort, WireApiSetting};
 use kestrel_protocol::Mode;
 use serde::Deserialize;
@@ -28,6 +29,8 @@ pub(super) struct ConfigFile {
     pub permissions: PermissionsTable,
     #[serde(default)]
     pub agent: AgentTable,
+    #[serde(default)]
+    pub swarm: SwarmTable,
 }
 
 /// `[providers.NAME]`.
@@ -102,6 +105,55 @@ pub(super) struct AgentTable {
     pub idle_worker_minutes: Option<u64>,
     pub compact_at: Option<f64>,
     pub max_subagents: Option<u32>,
+}
+
+/// `[swarm]`. `workdir`, `executor` and `ray` are the user's file's only (see `layer`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SwarmTable {
+    pub max_parallel: Option<usize>,
+    pub max_attempts: Option<u32>,
+    pub verify_timeout_s: Option<u64>,
+    pub workdir: Option<String>,
+    pub executor: Option<ExecutorKind>,
+    #[serde(default)]
+    pub roles: SwarmRolesTable,
+    pub ray: Option<RayTable>,
+}
+
+/// `[swarm.roles]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SwarmRolesTable {
+    #[serde(default)]
+    pub planner: RoleTable,
+    #[serde(default)]
+    pub implementer: RoleTable,
+    #[serde(default)]
+    pub reviewer: ReviewerTable,
+}
+
+/// `[swarm.roles.planner]`, `[swarm.roles.implementer]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RoleTable {
+    pub model: Option<String>,
+}
+
+/// `[swarm.roles.reviewer]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReviewerTable {
+    pub model: Option<String>,
+    pub allow_same_model: Option<bool>,
+}
+
+/// `[swarm.ray]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RayTable {
+    pub address: Option<String>,
+    pub remote: Option<String>,
 }
 
 /// The built-in providers, as a bottom layer that user and project files merge over

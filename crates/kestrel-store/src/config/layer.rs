@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 const USER_ONLY_KEYS: [&str; 6] =
     ["mode", "providers", "mcp_servers", "sandbox", "permissions", "ca_bundle"];
 
+/// Keys of `[swarm]` a project's file may not set: where the orchestrator writes and
+/// which cluster runs the turns are the user's to say.
+const USER_ONLY_SWARM_KEYS: [&str; 3] = ["workdir", "executor", "ray"];
+
 /// One parsed file: its path (for errors) and its raw table (for merging).
 pub(super) struct Layer {
     pub(super) path: PathBuf,
@@ -46,21 +50,46 @@ impl Layer {
     /// A repository's own config must not raise its permissions, run commands or send
     /// the user's API keys elsewhere: those settings belong to the user's file alone.
     pub(super) fn refuse_user_only_keys(&self) -> Result<(), ConfigError> {
-        match USER_ONLY_KEYS.iter().find(|key| self.sets(key)) {
-            Some(key) => Err(ConfigError::Invalid {
+        if let Some(key) = USER_ONLY_KEYS.iter().find(|key| self.sets(key)) {
+            return Err(ConfigError::Invalid {
                 path: self.path.clone(),
                 message: format!(
                     "`{key}` can only be set in the user's config ($KESTREL_HOME/config.toml): \
                      a repository may not change providers, modes, sandboxing or commands to run"
                 ),
-            }),
-            None => Ok(()),
+            });
         }
+        if let Some(key) = USER_ONLY_SWARM_KEYS.iter().find(|key| self.defines("swarm", key)) {
+            let shown =
+                if *key == "ray" { "[swarm.ray]".to_owned() } else { format!("[swarm] {key}") };
+            return Err(ConfigError::Invalid {
+                path: self.path.clone(),
+                message: format!(
+                    "`{shown}` can only be set in the user's config ($KESTREL_HOME/config.toml): \
+                     a repository may not redirect where the swarm orchestrator writes or \
+                     which cluster it runs on"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Whether this file sets the top-level `key`.
     pub(super) fn sets(&self, key: &str) -> bool {
         self.table.contains_key(key)
+    }
+
+    /// Whether this file sets the dotted key `path` (`["swarm", "roles", "planner"]`).
+    pub(super) fn sets_path(&self, path: &[&str]) -> bool {
+        let Some((last, tables)) = path.split_last() else { return false };
+        let mut table = &self.table;
+        for key in tables {
+            match table.get(*key).and_then(toml::Value::as_table) {
+                Some(inner) => table = inner,
+                None => return false,
+            }
+        }
+        table.contains_key(*last)
     }
 }
 

@@ -12,6 +12,7 @@ mod layer;
 mod mcp;
 mod permissions;
 mod providers;
+mod swarm;
 
 pub use agent::{
     AgentSettings, DEFAULT_COMPACT_AT, DEFAULT_IDLE_WORKER_MINUTES, DEFAULT_MAX_SUBAGENTS,
@@ -20,6 +21,10 @@ pub use error::ConfigError;
 pub use mcp::{McpServerSettings, McpTransport};
 pub use permissions::{PermissionSettings, ProjectPermissions};
 pub use providers::{ProviderSettings, WireApiSetting};
+pub use swarm::{
+    DEFAULT_SWARM_MAX_ATTEMPTS, DEFAULT_SWARM_MAX_PARALLEL, DEFAULT_SWARM_VERIFY_TIMEOUT_S,
+    Executor, RaySettings, ReviewerSettings, SwarmRoleSettings, SwarmSettings,
+};
 
 use crate::KestrelHome;
 use agent::resolve_agent;
@@ -33,6 +38,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use swarm::{SwarmEnv, resolve_swarm};
 
 /// The model catalog fetched when `catalog_url` is not set.
 pub const DEFAULT_CATALOG_URL: &str = "https://models.dev/api.json";
@@ -91,6 +97,7 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     pub permissions: PermissionSettings,
     pub agent: AgentSettings,
+    pub swarm: SwarmSettings,
     /// The files that were read, lowest precedence first (for messages).
     pub sources: Vec<PathBuf>,
 }
@@ -98,7 +105,8 @@ pub struct Config {
 impl Default for Config {
     /// Built-in providers and defaults only, as when no config file exists.
     fn default() -> Self {
-        match resolve(Vec::new()) {
+        let env = SwarmEnv::from_process(None);
+        match resolve(Vec::new(), &env) {
             Ok(config) => config,
             // The built-in layer is a constant that the tests check resolves.
             Err(_) => Self {
@@ -113,6 +121,7 @@ impl Default for Config {
                 sandbox: SandboxSettings::default(),
                 permissions: PermissionSettings::default(),
                 agent: AgentSettings::default(),
+                swarm: SwarmSettings::defaults(&env),
                 sources: Vec::new(),
             },
         }
@@ -140,7 +149,7 @@ impl Config {
             layer.refuse_user_only_keys()?;
             layers.push(layer);
         }
-        resolve(layers)
+        resolve(layers, &SwarmEnv::from_process(Some(home.root())))
     }
 
     /// The provider called `name`, resolved; `None` if it is neither built in nor configured.
@@ -175,7 +184,7 @@ pub fn split_model_ref(model_ref: &str) -> Result<(String, String), ConfigError>
 }
 
 /// Merges the layers over the built-ins and resolves defaults and checks.
-fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
+fn resolve(layers: Vec<Layer>, env: &SwarmEnv) -> Result<Config, ConfigError> {
     let built_in_path = Path::new("<built-in providers>");
     let mut merged = Layer::parse(built_in_path, file::BUILT_IN)?.table;
     for layer in &layers {
@@ -210,6 +219,7 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
         });
     }
     let agent = resolve_agent(file.agent, || source_of(&|layer| layer.sets("agent")))?;
+    let swarm = resolve_swarm(file.swarm, env, |key| source_of(&|layer| layer.sets_path(key)))?;
     let mut providers = BTreeMap::new();
     for (name, table) in file.providers {
         let path = source_of(&|layer| layer.defines("providers", &name));
@@ -238,6 +248,7 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
             })?,
         },
         agent,
+        swarm,
         sources: layers.into_iter().map(|layer| layer.path).collect(),
     })
 }
@@ -246,8 +257,13 @@ fn resolve(layers: Vec<Layer>) -> Result<Config, ConfigError> {
 mod tests {
     use super::*;
 
+    /// A user's file at /h/config.toml, with KESTREL_HOME=/h and HOME=/u.
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        resolve(vec![Layer::parse(Path::new("/h/config.toml"), text)?])
+        resolve(vec![Layer::parse(Path::new("/h/config.toml"), text)?], &test_env())
+    }
+
+    fn test_env() -> SwarmEnv {
+        SwarmEnv { kestrel_home: Some("/h".into()), home: Some("/u".into()), xdg_cache_home: None }
     }
 
     #[test]
