@@ -1,10 +1,11 @@
 //! The store's error: every variant names the file or session it is about and, where
 //! there is one, the fix.
 
+use crate::swarm_run::GraphError;
 use std::io;
 use std::path::PathBuf;
 
-/// Why a store operation (home, records, index) failed.
+/// Why a store operation (home, records, index, swarm runs) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Neither `$KESTREL_HOME` nor `$HOME` is set, so there is nowhere to keep anything.
@@ -55,6 +56,44 @@ pub enum StoreError {
     #[error("cannot fork session {id} at item {at}: it has only {items} items")]
     ForkOutOfRange { id: String, at: u64, items: u64 },
 
+    /// A swarm run id that cannot be a directory name.
+    #[error(
+        "invalid swarm run id `{id}`: run ids are 1 to 128 letters, digits, `-` and `_` (`kestrel swarm list` shows them)"
+    )]
+    InvalidRunId { id: String },
+
+    /// No swarm run has this id or id prefix.
+    #[error("no swarm run matches `{query}`: `kestrel swarm list` lists them")]
+    RunNotFound { query: String },
+
+    /// A run id prefix matches several runs.
+    #[error("`{query}` matches several swarm runs ({}): give more of the id", candidates.join(", "))]
+    AmbiguousRun { query: String, candidates: Vec<String> },
+
+    /// A run directory with this id already exists; run ids are never reused.
+    #[error("swarm run {run} already exists at {}", path.display())]
+    RunExists { run: String, path: PathBuf },
+
+    /// Another orchestrator holds the run's lock.
+    #[error(
+        "another orchestrator is running swarm run {run}{} (lock: {}): wait for it to end or stop it first; `kestrel swarm status {run}` shows it",
+        pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
+        path.display()
+    )]
+    RunLocked { run: String, pid: Option<u32>, path: PathBuf },
+
+    /// A run's `graph.toml` cannot be read as a task graph.
+    #[error("{}: {source}", path.display())]
+    Graph {
+        path: PathBuf,
+        #[source]
+        source: GraphError,
+    },
+
+    /// A run's event or graph could not be serialised (should not happen).
+    #[error("cannot encode the {what} of swarm run {run}: {message}")]
+    EncodeRun { run: String, what: &'static str, message: String },
+
     /// An item could not be serialised (should not happen for record types).
     #[error("cannot encode a record line for session {id}: {source}")]
     Encode {
@@ -72,8 +111,10 @@ impl StoreError {
 }
 
 impl StoreError {
-    /// True when the user asked for something that is not there (an unknown or ambiguous
-    /// session, a fork point past the end): a usage error (exit 2), not a failure.
+    /// True when the user asked for something that is not there or cannot be (an unknown
+    /// or ambiguous session or swarm run, a fork point past the end, a run another
+    /// orchestrator holds, a task graph that cannot run): a usage error (exit 2), not a
+    /// failure.
     pub fn is_usage(&self) -> bool {
         match self {
             StoreError::InvalidSessionId { .. }
@@ -81,8 +122,15 @@ impl StoreError {
             | StoreError::NoSessions { .. }
             | StoreError::AmbiguousSession { .. }
             | StoreError::ForkOutOfRange { .. }
+            | StoreError::InvalidRunId { .. }
+            | StoreError::RunNotFound { .. }
+            | StoreError::AmbiguousRun { .. }
+            | StoreError::RunLocked { .. }
+            | StoreError::Graph { .. }
             | StoreError::NoHome => true,
             StoreError::Io { .. }
+            | StoreError::RunExists { .. }
+            | StoreError::EncodeRun { .. }
             | StoreError::Locked { .. }
             | StoreError::InvalidHeader { .. }
             | StoreError::SessionExists { .. }

@@ -37,7 +37,6 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// First prompts are cut to this many characters in the index: it is a label.
 const FIRST_PROMPT_CHARS: usize = 200;
@@ -356,7 +355,7 @@ impl IndexContents {
             text.extend(encode_line(line)?);
         }
         let index_path = home.index_file();
-        replace_file(&home.sessions_dir(), &index_path, &text)
+        paths::replace_file(&index_path, &text)
             .map_err(|source| StoreError::io("rewrite the session index", &index_path, source))
     }
 
@@ -371,24 +370,6 @@ impl IndexContents {
 
 fn is_marker(line: &[u8]) -> bool {
     line.strip_suffix(b"\n").unwrap_or(line) == MARKER.as_bytes()
-}
-
-/// Writes `text` to a fresh temporary file beside `path` and renames it over `path`.
-fn replace_file(dir: &Path, path: &Path, text: &[u8]) -> std::io::Result<()> {
-    // Unique per process and per call, so concurrent rebuilds never share a file.
-    static REBUILDS: AtomicU64 = AtomicU64::new(0);
-    let serial = REBUILDS.fetch_add(1, Ordering::Relaxed);
-    let temporary = dir.join(format!(".index.jsonl.{}.{serial}.tmp", std::process::id()));
-    let result = paths::private_file_options()
-        .write(true)
-        .create_new(true)
-        .open(&temporary)
-        .and_then(|mut file| file.write_all(text).and_then(|()| file.sync_all()))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result
 }
 
 /// Notes a newly created session in the index.

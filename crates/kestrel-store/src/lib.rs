@@ -1,16 +1,19 @@
 //! Everything under `$KESTREL_HOME`: paths, config loading, session records
 //! (locked append, streaming replay, fork), the session index (and the ACP
-//! `session/list` answer built from it) and the model catalog's cache.
+//! `session/list` answer built from it), the model catalog's cache, and swarm runs'
+//! directories (graph, events, lock, status).
 
 mod activity;
 mod catalog_cache;
 mod config;
 mod error;
+mod file_lock;
 mod index;
 mod paths;
 mod record;
 mod replay;
 mod session_list;
+mod swarm_run;
 
 pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
 pub use config::{
@@ -27,3 +30,7 @@ pub use paths::{KestrelHome, ensure_dir};
 pub use record::{SessionRecord, fork};
 pub use replay::{Replay, read_record};
 pub use session_list::list_sessions_response;
+pub use swarm_run::{
+    EventLog, GraphError, RunLock, RunStatus, RunSummary, SkippedEvents, SwarmRunDir, TaskStatus,
+    TokenCounts, graph_to_toml, list_runs, parse_graph,
+};

@@ -5,7 +5,9 @@
 use crate::StoreError;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The root of all of Kestrel's state for one user. One variable relocates it all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +68,17 @@ impl KestrelHome {
     /// the daemon to kill should the worker die without cleaning up.
     pub fn worker_groups_file(&self, pid: u32) -> PathBuf {
         self.run_dir().join(format!("worker-{pid}.groups"))
+    }
+
+    /// `swarm/`: one directory per swarm run.
+    pub fn swarm_dir(&self) -> PathBuf {
+        self.root.join("swarm")
+    }
+
+    /// `swarm/<run>/`: the run's `graph.toml`, `events.jsonl`, `logs/` and `lock`. The id
+    /// is not checked here (`SwarmRunDir` does).
+    pub fn swarm_run_dir(&self, run: &str) -> PathBuf {
+        self.swarm_dir().join(run)
     }
 
     /// `logs/`: daemon and worker logs.
@@ -133,6 +146,26 @@ pub(crate) fn open_shared_append(path: &Path) -> Result<File, StoreError> {
         .map_err(|source| StoreError::io("open for appending", path, source))
 }
 
+/// Writes `text` to a fresh private temporary file beside `path`, syncs it and renames it
+/// over `path`, so readers see the old file or the new one, never a part.
+pub(crate) fn replace_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    // Unique per process and per call, so concurrent writers never share a file.
+    static REPLACEMENTS: AtomicU64 = AtomicU64::new(0);
+    let serial = REPLACEMENTS.fetch_add(1, Ordering::Relaxed);
+    let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.{}.{serial}.tmp", std::process::id()));
+    let result = private_file_options()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut file| file.write_all(text).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +201,7 @@ mod tests {
         assert_eq!(home.logs_dir(), PathBuf::from("/k/logs"));
         assert_eq!(home.commands_dir(), PathBuf::from("/k/commands"));
         assert_eq!(home.agents_md(), PathBuf::from("/k/AGENTS.md"));
+        assert_eq!(home.swarm_dir(), PathBuf::from("/k/swarm"));
+        assert_eq!(home.swarm_run_dir("r1"), PathBuf::from("/k/swarm/r1"));
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::StoreError;
 use crate::activity::{Activity, ActivityClock};
+use crate::file_lock;
 use crate::index::{self, IndexUpdate, SessionIndex};
 use crate::paths::{self, KestrelHome};
 use crate::replay::{self, RawLine, RecordLines, Replay};
@@ -13,7 +14,7 @@ use kestrel_protocol::{
     ForkedFrom, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, RecordItem, SessionId,
     Timestamp, Usage,
 };
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::{BufReader, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
@@ -347,12 +348,9 @@ fn validate_id(id: &SessionId) -> Result<(), StoreError> {
 }
 
 fn lock(file: &File, id: &SessionId, path: &Path) -> Result<(), StoreError> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => {
-            Err(StoreError::Locked { id: id.to_string(), path: path.to_path_buf() })
-        }
-        Err(TryLockError::Error(source)) => Err(StoreError::io("lock", path, source)),
+    match file_lock::try_lock_exclusive(file, path)? {
+        true => Ok(()),
+        false => Err(StoreError::Locked { id: id.to_string(), path: path.to_path_buf() }),
     }
 }
 

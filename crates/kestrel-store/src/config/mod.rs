@@ -26,6 +26,8 @@ pub use swarm::{
     Executor, RaySettings, ReviewerSettings, SwarmRoleSettings, SwarmSettings,
 };
 
+pub(crate) use error::line_column;
+
 use crate::KestrelHome;
 use agent::resolve_agent;
 use file::ConfigFile;
