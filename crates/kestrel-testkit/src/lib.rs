@@ -6,8 +6,9 @@
 //! [`ScriptedServer`] listens on 127.0.0.1 and answers `POST {base}/chat/completions`
 //! (OpenAI Chat Completions), `{base}/responses` (OpenAI Responses) and `{base}/messages`
 //! (Anthropic Messages), streaming (SSE) when the request says `"stream": true`, plus
-//! `GET {base}/models`. Each model request consumes the next [`Step`] of the [`Script`];
-//! once none is left it answers HTTP 500 "scripted model: script exhausted".
+//! `GET {base}/models`. Each model request consumes the next [`Step`] of the [`Script`]
+//! (with [`Step::when`], the first one left that is for its model or content); once none
+//! is left for it, it answers HTTP 500 "scripted model: script exhausted".
 //!
 //! ```no_run
 //! use kestrel_testkit::{Fault, ScriptedServer, Script, Step};
@@ -46,7 +47,7 @@ mod wire;
 
 pub use logged_request::LoggedRequest;
 pub use pty::{Key, Pty, PtyError, vt100};
-pub use script::{Fault, Reply, Script, ScriptError, ScriptedToolCall, ScriptedUsage, Step};
+pub use script::{Fault, Reply, Script, ScriptError, ScriptedToolCall, ScriptedUsage, Step, When};
 pub use server::{SCRIPT_EXHAUSTED, ScriptedServer, ServerOptions};
 pub use snapshot::{UPDATE_SNAPSHOTS_ENV, assert_snapshot};
 

@@ -1,6 +1,8 @@
 //! What the scripted model answers: a list of steps, one consumed per model request,
-//! each a reply plus an optional fault. Scripts are plain serde types, so a test can
-//! build one in code or load it from a JSON file (the `scripted-model` binary does).
+//! each a reply plus an optional fault, and optionally a `when` that says which requests
+//! it is for (so concurrent sessions on different models or prompts each get their own
+//! steps). Scripts are plain serde types, so a test can build one in code or load it
+//! from a JSON file (the `scripted-model` binary does).
 
 use std::path::{Path, PathBuf};
 
@@ -110,19 +112,57 @@ fn in_path(path: &Option<PathBuf>) -> String {
     }
 }
 
-/// One model response: what to answer and how to misbehave while answering.
+/// One model response: what to answer, how to misbehave while answering, and which
+/// requests it is for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub reply: Reply,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// `None`: any request. A request is served by the first step not yet consumed
+    /// whose `when` matches it, so a script without `when` plays in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+}
+
+/// Which requests a step is for; every field given must match.
+///
+/// JSON form: `"when": {"model": "impl", "contains": "task=parse role=implementer"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// Equals the request body's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// A substring of the request body as compact JSON text (the whole conversation, so
+    /// a session's first prompt routes all its requests). Quotes and line ends inside
+    /// strings must be written as they appear in JSON (`\"`, `\n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+}
+
+impl When {
+    /// Whether a request with this body (and its compact JSON text) is one for the step.
+    pub fn matches(&self, body: &serde_json::Value, body_text: &str) -> bool {
+        let model_matches = self
+            .model
+            .as_deref()
+            .is_none_or(|model| body.get("model").and_then(|m| m.as_str()) == Some(model));
+        let text_matches = self.contains.as_deref().is_none_or(|needle| body_text.contains(needle));
+        model_matches && text_matches
+    }
 }
 
 impl Step {
     /// A final answer with this text.
     pub fn text(text: &str) -> Step {
-        Step { reply: Reply { text: Some(text.to_owned()), ..Reply::default() }, fault: None }
+        Step::from_reply(Reply { text: Some(text.to_owned()), ..Reply::default() })
+    }
+
+    /// A step serving `reply` to any request.
+    pub fn from_reply(reply: Reply) -> Step {
+        Step { reply, fault: None, when: None }
     }
 
     /// One tool call with these arguments (sent as compact JSON text).
@@ -132,7 +172,7 @@ impl Step {
 
     /// Several tool calls in one response, in this order.
     pub fn tool_calls(calls: Vec<ScriptedToolCall>) -> Step {
-        Step { reply: Reply { tool_calls: calls, ..Reply::default() }, fault: None }
+        Step::from_reply(Reply { tool_calls: calls, ..Reply::default() })
     }
 
     /// Adds reasoning, streamed before the text and tool calls.
@@ -151,6 +191,19 @@ impl Step {
     pub fn with_fault(mut self, fault: Fault) -> Step {
         self.fault = Some(fault);
         self
+    }
+
+    /// Serves only requests for `model` (when given) whose JSON text contains `contains`
+    /// (when given); see [`When`].
+    pub fn when(mut self, model: Option<&str>, contains: Option<&str>) -> Step {
+        self.when =
+            Some(When { model: model.map(str::to_owned), contains: contains.map(str::to_owned) });
+        self
+    }
+
+    /// Whether this step may serve a request with this body; see [`When::matches`].
+    pub fn matches(&self, body: &serde_json::Value, body_text: &str) -> bool {
+        self.when.as_ref().is_none_or(|when| when.matches(body, body_text))
     }
 }
 
@@ -237,7 +290,8 @@ impl Default for ScriptedUsage {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Fault {
     /// Answer with this HTTP status and the API's error body; the step is NOT consumed
-    /// for `times` requests (default 1), then the reply is served. Use status 429 +
+    /// for `times` requests it matches (default 1, counted per step), then the reply is
+    /// served. Use status 429 +
     /// `retry_after_secs` for rate limits, 500/503 for server errors, 401 for auth.
     Status {
         status: u16,

@@ -1,12 +1,12 @@
 //! The scripted model server: a tokio runtime on its own thread, accepting on
-//! 127.0.0.1, logging every request, and answering each model request with the next
-//! step of the script in the wire format its path asks for.
+//! 127.0.0.1, logging every request, and answering each model request with the first
+//! step not yet consumed that is for it (`Step::when`; without one, the next step) in
+//! the wire format its path asks for.
 //!
 //! Invariant: a step is consumed only when its reply is served (a `Status` fault
-//! answers without consuming it until its `times` run out); requests that are not
-//! model calls, or that the real API would reject, never consume steps.
+//! answers without consuming it until its `times` run out, counted per step); requests
+//! that are not model calls, or that the real API would reject, never consume steps.
 
-use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -85,8 +85,11 @@ impl ScriptedServer {
         let address = listener.local_addr()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                steps: script.steps.into(),
-                failures_served: 0,
+                steps: script
+                    .steps
+                    .into_iter()
+                    .map(|step| Queued { step, failures_served: 0 })
+                    .collect(),
                 requests: Vec::new(),
             }),
             request_log,
@@ -166,17 +169,27 @@ struct Shared {
 }
 
 struct State {
-    steps: VecDeque<Step>,
-    /// How many times the front step's `Status` fault has been answered.
-    failures_served: u32,
+    /// The steps not yet consumed, in script order.
+    steps: Vec<Queued>,
     requests: Vec<LoggedRequest>,
+}
+
+struct Queued {
+    step: Step,
+    /// How many times its `Status` fault has been answered.
+    failures_served: u32,
 }
 
 /// What to answer a model request with.
 enum Decision {
     Serve(Step),
-    Fail { status: u16, retry_after_secs: Option<u64>, message: String },
-    Exhausted,
+    Fail {
+        status: u16,
+        retry_after_secs: Option<u64>,
+        message: String,
+    },
+    /// No step is left for the request: the message says why.
+    Exhausted(String),
 }
 
 impl Shared {
@@ -197,27 +210,35 @@ impl Shared {
         }
     }
 
-    fn next_step(&self) -> Decision {
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        let Some(step) = state.steps.front() else {
-            return Decision::Exhausted;
+    /// The first step not yet consumed that is for a request with this body.
+    fn next_step(&self, body: &Value) -> Decision {
+        let body_text = body.to_string();
+        let mut state = self.lock();
+        let Some(index) =
+            state.steps.iter().position(|queued| queued.step.matches(body, &body_text))
+        else {
+            if state.steps.is_empty() {
+                return Decision::Exhausted(SCRIPT_EXHAUSTED.to_string());
+            }
+            let model = body.get("model").and_then(Value::as_str).unwrap_or("(none)");
+            return Decision::Exhausted(format!(
+                "{SCRIPT_EXHAUSTED}: no step left matches this request for model `{model}` \
+                 ({} steps left, each for other requests)",
+                state.steps.len()
+            ));
         };
-        if let Some(Fault::Status { status, retry_after_secs, message, times }) = &step.fault
-            && state.failures_served < times.unwrap_or(1)
+        let queued = &mut state.steps[index];
+        if let Some(Fault::Status { status, retry_after_secs, message, times }) = &queued.step.fault
+            && queued.failures_served < times.unwrap_or(1)
         {
-            state.failures_served += 1;
+            queued.failures_served += 1;
             return Decision::Fail {
                 status: *status,
                 retry_after_secs: *retry_after_secs,
                 message: message.clone().unwrap_or_else(|| default_message(*status)),
             };
         }
-        state.failures_served = 0;
-        match state.steps.pop_front() {
-            Some(step) => Decision::Serve(step),
-            None => Decision::Exhausted,
-        }
+        Decision::Serve(state.steps.remove(index).step)
     }
 }
 
@@ -317,7 +338,7 @@ async fn serve_model_request<W: AsyncWrite + Unpin>(
     if let Err(message) = api.validate(&request.body, &request.headers) {
         return write_json(writer, 400, headers, &api.error_body(400, &message)).await;
     }
-    let step = match shared.next_step() {
+    let step = match shared.next_step(&request.body) {
         Decision::Serve(step) => step,
         Decision::Fail { status, retry_after_secs, message } => {
             if let Some(seconds) = retry_after_secs {
@@ -325,8 +346,8 @@ async fn serve_model_request<W: AsyncWrite + Unpin>(
             }
             return write_json(writer, status, headers, &api.error_body(status, &message)).await;
         }
-        Decision::Exhausted => {
-            return write_json(writer, 500, headers, &api.error_body(500, SCRIPT_EXHAUSTED)).await;
+        Decision::Exhausted(message) => {
+            return write_json(writer, 500, headers, &api.error_body(500, &message)).await;
         }
     };
     let context = RenderContext { request: &request.body, created: unix_now(), ids: &shared.ids };

@@ -58,8 +58,12 @@ fn prints_its_listening_line_serves_logs_and_exits_when_stdin_closes() {
     let directory = tempfile::tempdir().expect("tempdir");
     let script = directory.path().join("script.json");
     let log = directory.path().join("requests.jsonl");
-    std::fs::write(&script, r#"{"steps": [{"reply": {"text": "from the binary"}}]}"#)
-        .expect("write");
+    // Routed steps (`when`) load from JSON too: the first is for another model.
+    let steps = r#"{"steps": [
+        {"when": {"model": "other-model"}, "reply": {"text": "not for this request"}},
+        {"when": {"model": "test-model", "contains": "\"hi\""}, "reply": {"text": "from the binary"}}
+    ]}"#;
+    std::fs::write(&script, steps).expect("write");
 
     let mut guard = Guard(
         Command::new(BINARY)
