@@ -264,6 +264,7 @@ fn new_session(
         model: model_id,
         parent_id,
         forked_from: None,
+        swarm: None,
     };
     let record = SessionRecord::create(&launch.home, header)?;
     start(launch, record, History::default(), &model_ref, approver)

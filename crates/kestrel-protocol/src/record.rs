@@ -2,6 +2,7 @@
 //! then items each tagged with `type` and stamped with `ts`. Readers must accept
 //! fields they do not know (a newer Kestrel may add some) and skip a torn last line.
 
+use crate::swarm::SwarmSessionTag;
 use crate::{Mode, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,10 @@ pub struct RecordHeader {
     /// `(session id, item index)` this session was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The swarm role this session plays (ARCHITECTURE §10); `None` for every other
+    /// session. It brings the role's tools and mode back when the session is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<SwarmSessionTag>,
 }
 
 /// Where a fork came from: the source session and the number of items copied.
@@ -201,6 +206,7 @@ mod tests {
             model: "gpt-5".into(),
             parent_id: None,
             forked_from: None,
+            swarm: None,
         };
         let line = serde_json::to_string(&RecordLine::Header(RecordHeaderLine { header })).unwrap();
         assert_eq!(
@@ -211,6 +217,21 @@ mod tests {
             serde_json::from_str::<RecordLine>(&line).unwrap(),
             RecordLine::Header(_)
         ));
+    }
+
+    #[test]
+    fn a_swarm_sessions_header_carries_its_tag() {
+        let line = r#"{"type":"session","id":"s1","version":1,"created_at":"1970-01-01T00:00:00.000Z","cwd":"/w","provider":"openai","model":"gpt-5","swarm":{"run":"r1","task":"parse","role":"reviewer","attempt":2}}"#;
+        let RecordLine::Header(RecordHeaderLine { header }) =
+            serde_json::from_str::<RecordLine>(line).unwrap()
+        else {
+            panic!("not a header: {line}");
+        };
+        let tag = header.swarm.clone().unwrap();
+        assert_eq!((tag.run.as_str(), tag.task.as_str()), ("r1", "parse"));
+        assert_eq!((tag.role, tag.attempt), (crate::swarm::SwarmRole::Reviewer, 2));
+        let back = serde_json::to_string(&RecordLine::Header(RecordHeaderLine { header })).unwrap();
+        assert_eq!(back, line);
     }
 
     #[test]

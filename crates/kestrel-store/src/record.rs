@@ -265,6 +265,8 @@ pub fn fork(
         model: source_header.model,
         parent_id: None,
         forked_from: Some(ForkedFrom { session_id: source.clone(), items: count }),
+        // A fork is the user's own session, not a role of the run.
+        swarm: None,
     };
     let mut record = SessionRecord::create(home, header.clone())?;
     record.write_line(&copied)?;
@@ -378,6 +380,7 @@ mod tests {
             model: "m".into(),
             parent_id: None,
             forked_from: None,
+            swarm: None,
         };
         let path = record_path(&KestrelHome::at("/k"), &header);
         assert_eq!(path, PathBuf::from("/k/sessions/2026/03/04/abc.jsonl"));

@@ -214,6 +214,7 @@ mod tests {
             model: "m".into(),
             parent_id: Some(SessionId::new()),
             forked_from: None,
+            swarm: None,
         };
         (id, SessionRecord::create(home, header).unwrap())
     }

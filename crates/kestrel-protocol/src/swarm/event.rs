@@ -2,7 +2,7 @@
 //! also what `kestrel swarm run --json` prints. The table in docs/swarm.md is this enum.
 //! Readers accept fields they do not know and skip a torn last line.
 
-use crate::{SessionId, Timestamp};
+use crate::{Mode, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// One line of `events.jsonl`: the event and when it happened.
@@ -34,6 +34,15 @@ impl SwarmRole {
             SwarmRole::Planner => "planner",
             SwarmRole::Implementer => "implementer",
             SwarmRole::Reviewer => "reviewer",
+        }
+    }
+
+    /// The mode a session of this role runs in unless its creator chose one: the
+    /// implementer writes (confined by the sandbox to its worktree), the others only read.
+    pub fn default_mode(self) -> Mode {
+        match self {
+            SwarmRole::Planner | SwarmRole::Reviewer => Mode::ReadOnly,
+            SwarmRole::Implementer => Mode::Auto,
         }
     }
 }

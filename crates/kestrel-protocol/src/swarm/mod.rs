@@ -5,6 +5,7 @@
 mod event;
 mod graph;
 mod state;
+mod tools;
 
 pub use event::{
     FailedStage, MERGE_TRAILER, RunEnd, SwarmEntry, SwarmEvent, SwarmRole, SwarmSessionTag,
@@ -12,3 +13,4 @@ pub use event::{
 };
 pub use graph::{MAX_TASK_ID_LEN, SwarmGraph, SwarmPlan, TaskSpec, valid_task_id};
 pub use state::{AttemptFailure, RoleSession, RunState, RunView, TaskState, TaskView};
+pub use tools::{PLAN_TOOL, REVIEW_TOOL, SwarmReview};

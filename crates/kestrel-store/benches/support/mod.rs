@@ -258,6 +258,7 @@ pub fn bench_header(created_at: Timestamp) -> RecordHeader {
         model: "test-model".to_owned(),
         parent_id: None,
         forked_from: None,
+        swarm: None,
     }
 }
 

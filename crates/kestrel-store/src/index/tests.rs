@@ -33,6 +33,7 @@ fn session_with_usage(home: &KestrelHome, id: &str, tokens: u64) -> SessionId {
         model: "m".into(),
         parent_id: None,
         forked_from: None,
+        swarm: None,
     };
     let mut record = crate::SessionRecord::create(home, header).unwrap();
     let usage = Usage { input_tokens: tokens, ..Usage::default() };

@@ -39,6 +39,7 @@ pub fn header(id: &str, created_at: Timestamp, cwd: &str) -> RecordHeader {
         model: "claude-sonnet-4-5".into(),
         parent_id: None,
         forked_from: None,
+        swarm: None,
     }
 }
 

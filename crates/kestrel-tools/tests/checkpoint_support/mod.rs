@@ -45,6 +45,7 @@ pub fn header(cwd: &Path) -> RecordHeader {
         model: "m".into(),
         parent_id: None,
         forked_from: None,
+        swarm: None,
     }
 }
 
