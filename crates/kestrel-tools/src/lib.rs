@@ -19,6 +19,7 @@ mod paths;
 pub mod permission;
 mod read_file;
 mod shell;
+pub mod swarm;
 mod tool;
 mod update_plan;
 mod walk;
