@@ -16,6 +16,7 @@ mod provider_context;
 mod session;
 mod setup;
 mod subagent;
+mod swarm_role;
 mod worker;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, Unattended};
@@ -27,8 +28,8 @@ pub use history::History;
 pub use instructions::{InstructionFile, find_instructions, repository_root};
 pub use session::{CompactionReport, EventSink, Session, SessionSettings, TurnResult};
 pub use setup::{
-    Launch, ResolvedModel, choose_model, open_child_session, open_session, resolve_model,
-    resume_session, system_prompt,
+    Launch, ResolvedModel, choose_model, open_child_session, open_session, open_swarm_session,
+    resolve_model, resume_session, system_prompt,
 };
 pub use subagent::{
     ChildOutcome, ChildRequest, ChildSession, ProcessHost, SubagentHost, TASK_TOOL,

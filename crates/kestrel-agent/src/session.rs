@@ -28,6 +28,7 @@ use kestrel_model::{
 };
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
+    swarm::SwarmSessionTag,
 };
 use kestrel_store::{KestrelHome, PermissionSettings, SessionRecord};
 use kestrel_tools::ToolRegistry;
@@ -165,8 +166,12 @@ impl Session {
     /// Lets the model start subagents through `host` (the `task` tool is offered from
     /// the next request on). Hosts give one to top-level sessions only: a subagent does
     /// not start subagents of its own.
+    /// A swarm role session gets none: its costs roll up by run, and a child's would
+    /// escape it.
     pub fn set_subagent_host(&mut self, host: Arc<dyn SubagentHost>) {
-        self.subagents = Some(host);
+        if self.swarm().is_none() {
+            self.subagents = Some(host);
+        }
     }
 
     /// A resumed session's context as its record left it: `tokens` filled by the whole
@@ -178,6 +183,11 @@ impl Session {
     /// The session that started this one as a subagent, if any.
     pub fn parent_id(&self) -> Option<&SessionId> {
         self.record.header().parent_id.as_ref()
+    }
+
+    /// The swarm role this session plays, from its record header.
+    pub fn swarm(&self) -> Option<&SwarmSessionTag> {
+        self.record.header().swarm.as_ref()
     }
 
     pub fn id(&self) -> &SessionId {

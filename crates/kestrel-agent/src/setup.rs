@@ -8,10 +8,11 @@ use crate::history::History;
 use crate::instructions::find_instructions;
 use crate::provider_context;
 use crate::session::{Session, SessionSettings};
+use crate::swarm_role::{add_role_tools, role_note};
 use kestrel_model::{ClientOptions, ModelClient, ProviderConfig, ReasoningEffort, WireApi};
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId,
-    StopReason, Timestamp,
+    StopReason, Timestamp, swarm::SwarmSessionTag,
 };
 use kestrel_store::{Config, KestrelHome, SessionRecord, WireApiSetting, split_model_ref};
 use kestrel_tools::mcp::McpServers;
@@ -124,7 +125,7 @@ pub fn open_session(
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
     match resume {
-        None => new_session(launch, None, approver),
+        None => new_session(launch, None, None, approver),
         Some(id) => resume_session(launch, id, approver).map(|(session, _)| session),
     }
 }
@@ -139,12 +140,25 @@ pub fn open_child_session(
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
     if launch.model.is_some() {
-        return new_session(launch, Some(parent.clone()), approver);
+        return new_session(launch, Some(parent.clone()), None, approver);
     }
     let summary = kestrel_store::SessionIndex::find(&launch.home, parent.as_str())?;
     let launch =
         Launch { model: Some(format!("{}/{}", summary.provider, summary.model)), ..launch.clone() };
-    new_session(&launch, Some(parent.clone()), approver)
+    new_session(&launch, Some(parent.clone()), None, approver)
+}
+
+/// Opens a new session playing a swarm role (ARCHITECTURE §10): its record header
+/// carries `tag`, its system prompt names the role and it is offered the role's tools
+/// (also when it is resumed). It is not a subagent and starts none. `launch.mode` is
+/// used as given: hosts pick the role's default (`SwarmRole::default_mode`) when nothing
+/// else was chosen. Fails like [`open_session`].
+pub fn open_swarm_session(
+    launch: &Launch,
+    tag: SwarmSessionTag,
+    approver: Arc<dyn Approver>,
+) -> Result<Session, AgentError> {
+    new_session(launch, None, Some(tag), approver)
 }
 
 /// Resumes session `id`: takes its record's lock, replays its history and records an
@@ -152,9 +166,10 @@ pub fn open_child_session(
 /// written to close an unfinished turn included, for hosts that show the history.
 ///
 /// The model is `launch.model` when set, else the last one the record switched to,
-/// else the record header's. The mode is the last one the record switched to, else
-/// `launch.mode`. Fails when the record cannot be found, read or locked
-/// (another process has it open), or the model cannot be resolved.
+/// else the record header's. The mode is the last one the record switched to, else the
+/// default of the swarm role the header names, else `launch.mode`. Fails when the record
+/// cannot be found, read or locked (another process has it open), or the model cannot be
+/// resolved.
 pub fn resume_session(
     launch: &Launch,
     id: &SessionId,
@@ -178,7 +193,10 @@ pub fn resume_session(
         let RecordItem::Notice { notice } = &entry.item else { return None };
         (notice.kind == NoticeKind::ModeSwitch).then_some(notice.mode).flatten()
     });
-    let launch = &Launch { mode: recorded_mode.unwrap_or(launch.mode), ..launch.clone() };
+    // A restarted reviewer is still read-only: the role's mode holds unless switched.
+    let role_mode = replay.header.swarm.as_ref().map(|tag| tag.role.default_mode());
+    let mode = recorded_mode.or(role_mode).unwrap_or(launch.mode);
+    let launch = &Launch { mode, ..launch.clone() };
     let mut session = start(launch, record, history, &model_ref, approver)?;
     // The context as the last request left it (its input and the output that followed),
     // so a session resumed nearly full compacts before its first request.
@@ -247,6 +265,7 @@ pub fn choose_model(
 fn new_session(
     launch: &Launch,
     parent_id: Option<SessionId>,
+    swarm: Option<SwarmSessionTag>,
     approver: Arc<dyn Approver>,
 ) -> Result<Session, AgentError> {
     let model_ref = launch.model.clone().ok_or_else(|| AgentError::NoModel {
@@ -264,7 +283,7 @@ fn new_session(
         model: model_id,
         parent_id,
         forked_from: None,
-        swarm: None,
+        swarm,
     };
     let record = SessionRecord::create(&launch.home, header)?;
     start(launch, record, History::default(), &model_ref, approver)
@@ -282,6 +301,10 @@ fn start(
     if record.header().parent_id.is_some() {
         system_prompt.push_str(SUBAGENT_NOTE);
     }
+    let swarm = record.header().swarm.clone();
+    if let Some(tag) = &swarm {
+        system_prompt.push_str(&role_note(tag));
+    }
     let settings = SessionSettings {
         cwd: launch.cwd.clone(),
         workspace: launch.cwd.clone(),
@@ -298,6 +321,9 @@ fn start(
         max_subagents: usize::try_from(launch.config.agent.max_subagents).unwrap_or(usize::MAX),
     };
     let mut tools = kestrel_tools::builtin_tools();
+    if let Some(tag) = &swarm {
+        add_role_tools(&mut tools, tag.role);
+    }
     // Started in the background: the first turn never waits for an MCP server.
     if !launch.config.mcp_servers.is_empty() {
         let servers = McpServers::start(&launch.config.mcp_servers, &launch.cwd);

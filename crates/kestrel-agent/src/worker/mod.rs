@@ -8,6 +8,7 @@ mod outbox;
 mod permission;
 mod prompt;
 mod server;
+mod session_meta;
 mod tool_view;
 mod updates;
 

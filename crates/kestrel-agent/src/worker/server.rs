@@ -6,13 +6,16 @@
 
 use crate::control::SessionControl;
 use crate::session::{EventSink, Session};
-use crate::setup::{Launch, choose_model, open_child_session, open_session, resume_session};
+use crate::setup::{
+    Launch, choose_model, open_child_session, open_session, open_swarm_session, resume_session,
+};
 use crate::subagent::ClientHost;
 use crate::worker::WorkerOptions;
 use crate::worker::choices::{self, MODEL_OPTION};
 use crate::worker::outbox::Outbox;
 use crate::worker::permission::ClientApprover;
 use crate::worker::prompt::content_parts;
+use crate::worker::session_meta::session_meta;
 use crate::worker::updates::{UpdateMapper, user_chunk};
 use crate::{AgentError, AgentEvent, TurnResult};
 use futures_util::future::BoxFuture;
@@ -208,18 +211,32 @@ impl Server {
 
     async fn new_session(&mut self, request: acp::NewSessionRequest) -> Result<Value, RpcError> {
         self.refuse_second_session(None)?;
+        let meta = session_meta(&request)?;
         let cwd = working_dir(&request.cwd)?;
         let mut config = load_config(&self.options, &cwd)?;
         self.add_mcp_servers(&mut config, &request.mcp_servers);
         let configured = self.options.model.clone().or_else(|| config.model.clone());
-        let launch = self.launch(config, cwd, configured.clone());
+        // The client's choice for this one session wins over KESTREL_MODEL and config.
+        let model = meta.model.clone().or_else(|| configured.clone());
+        let mut launch = self.launch(config, cwd, model);
+        if let (Some(tag), None) = (&meta.swarm, self.options.mode) {
+            launch.mode = tag.role.default_mode();
+        }
         let approver = self.approver(&launch.cwd);
         // A subagent's session names its parent (`_kestrel/session/spawn`, the exec host).
-        let session = match parent_of(&request) {
-            Some(parent) => open_child_session(&launch, &parent, approver.clone()),
-            None => open_session(&launch, None, approver.clone()),
+        let mut session = match (meta.parent, meta.swarm) {
+            (Some(parent), _) => open_child_session(&launch, &parent, approver.clone()),
+            (None, Some(tag)) => open_swarm_session(&launch, tag, approver.clone()),
+            (None, None) => open_session(&launch, None, approver.clone()),
         }
         .map_err(agent_error)?;
+        // Recorded as a switch, so that the mode asked for outlives a worker restart.
+        if let Some(mode) = meta.mode
+            && mode != session.mode()
+        {
+            session.control().set_mode(mode);
+            session.record_mode().map_err(agent_error)?;
+        }
         let live = self.open(launch, session, configured, &approver, &request.mcp_servers);
         let response = acp::NewSessionResponse::new(live.id.clone())
             .modes(choices::modes(live.control.mode()))
@@ -239,7 +256,8 @@ impl Server {
         let id = SessionId::from_string(request.session_id.0.to_string());
         let (session, entries) =
             resume_session(&launch, &id, approver.clone()).map_err(agent_error)?;
-        // KESTREL_MODE (a subagent's limit) wins over the mode the record switched to.
+        // KESTREL_MODE (a subagent's limit) wins over the mode the record switched to and
+        // over a swarm role's mode.
         if let Some(mode) = self.options.mode {
             session.control().set_mode(mode);
         }
@@ -621,12 +639,6 @@ fn prompt_result(result: Result<TurnResult, AgentError>) -> Result<Value, RpcErr
     json(acp::PromptResponse::new(stop_reason))
 }
 
-/// The parent named in `session/new`'s `_meta.kestrel.parentSessionId`.
-fn parent_of(request: &acp::NewSessionRequest) -> Option<SessionId> {
-    let parent = request.meta.as_ref()?.get("kestrel")?.get("parentSessionId")?.as_str()?;
-    (!parent.is_empty()).then(|| SessionId::from_string(parent))
-}
-
 fn live_session<'a>(
     live: &'a mut Option<Live>,
     id: &acp::SessionId,
@@ -676,7 +688,15 @@ fn agent_error(error: AgentError) -> RpcError {
             | StoreError::NoSessions { .. }
             | StoreError::AmbiguousSession { .. }
             | StoreError::ForkOutOfRange { .. }
-            | StoreError::Encode { .. } => RpcError::INTERNAL_ERROR,
+            | StoreError::Encode { .. }
+            // Swarm runs: a worker never opens one.
+            | StoreError::InvalidRunId { .. }
+            | StoreError::RunNotFound { .. }
+            | StoreError::AmbiguousRun { .. }
+            | StoreError::RunExists { .. }
+            | StoreError::RunLocked { .. }
+            | StoreError::Graph { .. }
+            | StoreError::EncodeRun { .. } => RpcError::INTERNAL_ERROR,
         },
         AgentError::Config(_)
         | AgentError::Record(_)
