@@ -11,6 +11,7 @@ mod exec_command;
 mod math;
 mod models_command;
 mod session_commands;
+mod swarm_command;
 mod tui_command;
 mod undo_command;
 mod worker_command;
@@ -51,6 +52,8 @@ enum Command {
     Daemon(daemon_command::DaemonArgs),
     /// Open the interactive UI on an earlier session (an id, or --last in this directory).
     Resume(tui_command::ResumeArgs),
+    /// Build with many agents: a task graph through implementer, reviewer and verifier.
+    Swarm(swarm_command::SwarmArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Some(Command::Models(args)) => models_command::run(args),
         Some(Command::Daemon(args)) => daemon_command::run(args),
         Some(Command::Resume(args)) => tui_command::run(Some(args), cli.tui),
+        Some(Command::Swarm(args)) => swarm_command::run(args),
         None => tui_command::run(None, cli.tui),
     }
 }

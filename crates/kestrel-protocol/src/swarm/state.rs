@@ -116,7 +116,7 @@ pub struct TaskView {
     pub id: String,
     pub state: TaskState,
     /// The state before `needs-input`, to go back to.
-    resume_state: TaskState,
+    before_input: TaskState,
     /// The current (or last) attempt; 0 before the first.
     pub attempt: u32,
     /// Attempts this task may make in all (`max_attempts` plus retries).
@@ -156,6 +156,11 @@ impl TaskView {
             total.add(&session.usage);
         }
         total
+    }
+
+    /// What the task is doing, a wait for input aside: the state before `needs-input`.
+    pub fn working_state(&self) -> TaskState {
+        if self.state == TaskState::NeedsInput { self.before_input } else { self.state }
     }
 
     /// The implementer's session (one per task, kept across attempts).
@@ -282,7 +287,7 @@ impl RunView {
                         view.live_session = None;
                     }
                     if view.state == TaskState::NeedsInput {
-                        view.state = view.resume_state;
+                        view.state = view.before_input;
                     }
                     &mut view.sessions
                 };
@@ -294,7 +299,7 @@ impl RunView {
                 if let Some(view) = self.task_mut(task)
                     && view.state != TaskState::NeedsInput
                 {
-                    view.resume_state = view.state;
+                    view.before_input = view.state;
                     view.state = TaskState::NeedsInput;
                 }
             }
@@ -302,7 +307,7 @@ impl RunView {
                 if let Some(view) = self.task_mut(task)
                     && view.state == TaskState::NeedsInput
                 {
-                    view.state = view.resume_state;
+                    view.state = view.before_input;
                 }
             }
             SwarmEvent::AttemptStarted { task, attempt, worktree, base_commit, .. } => {
@@ -419,7 +424,7 @@ impl TaskView {
         TaskView {
             id: id.to_string(),
             state: TaskState::Waiting,
-            resume_state: TaskState::Waiting,
+            before_input: TaskState::Waiting,
             attempt: 0,
             max_attempts,
             live_session: None,

@@ -1,0 +1,228 @@
+//! Swarm tests' harness: a toy git repository as the user's checkout, a temp home whose
+//! config gives each role a model of the scripted provider (`scripted/impl`,
+//! `scripted/review`, `scripted/plan`), a scripted model that answers by model and by
+//! the role's prompt line, and the real `kestrel swarm`. The daemon the runs start is
+//! stopped when the test ends. Every wait is bounded.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use kestrel_testkit::{Script, ScriptedServer, ScriptedToolCall, ServerOptions, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const KEY_VAR: &str = "KESTREL_TEST_SCRIPTED_KEY";
+pub const IMPLEMENTER: &str = "impl";
+pub const REVIEWER: &str = "review";
+pub const PLANNER: &str = "plan";
+
+/// The bound on any wait in these tests.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+pub struct SwarmTest {
+    pub home: tempfile::TempDir,
+    /// The user's checkout (a git repository on `main`).
+    pub repo: tempfile::TempDir,
+    /// `[swarm] workdir`.
+    pub workdir: tempfile::TempDir,
+    pub server: ScriptedServer,
+}
+
+impl SwarmTest {
+    /// A repository holding `files` (committed on `main`) and a scripted model playing
+    /// `steps`; `extra_config` is appended to config.toml.
+    pub fn new(files: &[(&str, &str)], steps: Vec<Step>, extra_config: &str) -> SwarmTest {
+        let home = tempfile::tempdir().unwrap();
+        let log = home.path().join("requests.jsonl");
+        let options = ServerOptions { request_log: Some(log), ..ServerOptions::default() };
+        let server = ScriptedServer::start_with(Script::new(steps), options).unwrap();
+        let test = SwarmTest {
+            home,
+            repo: tempfile::tempdir().unwrap(),
+            workdir: tempfile::tempdir().unwrap(),
+            server,
+        };
+        test.write_config(extra_config);
+        git(test.repo.path(), &["init", "-q", "-b", "main"]);
+        git(test.repo.path(), &["config", "user.email", "user@example.org"]);
+        git(test.repo.path(), &["config", "user.name", "User"]);
+        for (path, content) in files {
+            let file = test.repo.path().join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, content).unwrap();
+        }
+        git(test.repo.path(), &["add", "-A"]);
+        git(test.repo.path(), &["commit", "-q", "-m", "start"]);
+        test
+    }
+
+    pub fn write_config(&self, extra: &str) {
+        let config = format!(
+            "model = \"scripted/{IMPLEMENTER}\"\n\n[providers.scripted]\nbase_url = \"{}\"\n\
+             wire_api = \"chat\"\napi_key_env = \"{KEY_VAR}\"\nrequest_max_retries = 1\n\n\
+             [swarm]\nworkdir = \"{}\"\n\n[swarm.roles.implementer]\nmodel = \"scripted/{IMPLEMENTER}\"\n\n\
+             [swarm.roles.reviewer]\nmodel = \"scripted/{REVIEWER}\"\n\n[swarm.roles.planner]\n\
+             model = \"scripted/{PLANNER}\"\n{extra}",
+            self.server.base_url(),
+            self.workdir.path().display()
+        );
+        std::fs::write(self.home.path().join("config.toml"), config).unwrap();
+    }
+
+    pub fn home(&self) -> kestrel_store::KestrelHome {
+        kestrel_store::KestrelHome::at(self.home.path())
+    }
+
+    /// `kestrel ARGS` in the repository.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kestrel"));
+        command
+            .args(args)
+            .current_dir(self.repo.path())
+            .env("KESTREL_HOME", self.home.path())
+            .env("KESTREL_CATALOG_URL", "off")
+            .env("KESTREL_DAEMON_IDLE_SECS", "300")
+            .env(KEY_VAR, "sk-test")
+            .env_remove("KESTREL_MODEL")
+            .env_remove("KESTREL_MODE")
+            .env_remove("XDG_CACHE_HOME")
+            .stdin(Stdio::null());
+        command
+    }
+
+    pub fn swarm(&self, args: &[&str]) -> Output {
+        let mut full = vec!["swarm"];
+        full.extend_from_slice(args);
+        self.command(&full).output().unwrap()
+    }
+
+    /// The graph file written into the home (outside the repository).
+    pub fn graph(&self, text: &str) -> String {
+        let path = self.home.path().join("graph.toml");
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    /// The only run's id.
+    pub fn run_id(&self) -> String {
+        let runs = std::fs::read_dir(self.home.path().join("swarm")).unwrap();
+        let ids: Vec<String> =
+            runs.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(ids.len(), 1, "one run expected: {ids:?}");
+        ids[0].clone()
+    }
+
+    /// The run's events, as JSON.
+    pub fn events(&self, run: &str) -> Vec<Value> {
+        let path = self.home.path().join("swarm").join(run).join("events.jsonl");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.ends_with('}'))
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// Waits (bounded) until the run's events hold one matching `check`.
+    pub fn wait_for_event(&self, what: &str, check: impl Fn(&Value) -> bool) {
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            let runs = self.home.path().join("swarm");
+            if let Ok(entries) = std::fs::read_dir(&runs) {
+                for entry in entries.flatten() {
+                    let run = entry.file_name().to_string_lossy().into_owned();
+                    if self.events(&run).iter().any(&check) {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    pub fn print_logs(&self) {
+        let logs = self.home.path().join("logs");
+        let Ok(entries) = std::fs::read_dir(&logs) else { return };
+        for entry in entries.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            eprintln!("--- {} (last lines)", entry.path().display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    fn daemon_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.home.path().join("run/daemon.pid")).ok()?;
+        text.trim().parse().ok()
+    }
+}
+
+impl Drop for SwarmTest {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_logs();
+        }
+        let pid = self.daemon_pid();
+        let _ = self.command(&["daemon", "stop"]).output();
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) only sends a signal, to the daemon this test started.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// `git ARGS` in `dir`; panics on failure; stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The prompt-line part that routes a step to one role of one task.
+fn route(task: &str, role: &str) -> String {
+    format!("task={task} role={role}")
+}
+
+/// An implementer turn of `task`: writes `files`, then says it is done.
+pub fn implement(task: &str, files: &[(&str, &str)]) -> Vec<Step> {
+    let calls = files
+        .iter()
+        .map(|(path, content)| {
+            ScriptedToolCall::new("write_file", json!({"path": path, "content": content}))
+        })
+        .collect();
+    let when = route(task, "implementer");
+    vec![
+        Step::tool_calls(calls).when(Some(IMPLEMENTER), Some(&when)),
+        Step::text("done").when(Some(IMPLEMENTER), Some(&when)),
+    ]
+}
+
+/// A reviewer turn of `task`'s attempt: a verdict, then a closing word.
+pub fn review(task: &str, attempt: u32, approve: bool, findings: &[&str]) -> Vec<Step> {
+    let when = format!("{} attempt={attempt}", route(task, "reviewer"));
+    vec![
+        Step::tool_call("swarm_review", json!({"approve": approve, "findings": findings}))
+            .when(Some(REVIEWER), Some(&when)),
+        Step::text("reviewed").when(Some(REVIEWER), Some(&when)),
+    ]
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Where the run's worktrees live.
+pub fn run_workdir(test: &SwarmTest, run: &str) -> PathBuf {
+    test.workdir.path().join(run)
+}

@@ -1,0 +1,161 @@
+//! Merging a task into the integration branch, one at a time, in the orchestrator's own
+//! worktree of it. Every merge commit carries `Kestrel-Swarm: <run>/<task>/<attempt>`,
+//! so git — not the event log — says what was merged: a task is never merged twice, and
+//! a merge whose event was lost is found and finished on resume. After each merge the
+//! task's acceptance commands run on the integration branch; a failure undoes the merge.
+
+use crate::SwarmError;
+use crate::context::Run;
+use crate::git::{Git, MergeOutcome};
+use crate::task::TaskEnd;
+use crate::verify::{VerifySpec, verify};
+use kestrel_protocol::swarm::{
+    FailedStage, MERGE_TRAILER, SwarmEvent, TaskSpec, TaskState, TaskView, task_branch,
+};
+use std::path::PathBuf;
+
+/// The orchestrator's worktree of the integration branch.
+pub fn integration_dir(run: &Run) -> PathBuf {
+    run.workdir.join(".integration")
+}
+
+/// Makes the integration worktree (on the run's branch) unless it exists, and puts it
+/// back to the branch's tip: it is the orchestrator's alone, and a killed git command may
+/// have left it mid-merge.
+pub async fn prepare_integration(run: &Run) -> Result<Git, SwarmError> {
+    let dir = integration_dir(run);
+    run.repo.add_worktree(&dir, &run.branch, &run.branch).await?;
+    let git = Git::new(&dir);
+    clear_stale_lock(&git).await;
+    git.merge_abort().await?;
+    git.reset_hard("HEAD").await?;
+    Ok(git)
+}
+
+/// Removes an `index.lock` a killed git command left in a worktree only this
+/// orchestrator uses (the run's lock guarantees no other orchestrator runs).
+pub async fn clear_stale_lock(git: &Git) {
+    if let Ok((true, output)) = git.output(&["rev-parse", "--absolute-git-dir"]).await {
+        let lock = PathBuf::from(output.stdout.trim()).join("index.lock");
+        let _ = std::fs::remove_file(lock);
+    }
+}
+
+/// Merges `task` (verified) into the integration branch and checks it there.
+pub async fn merge_task(
+    run: &Run,
+    spec: &TaskSpec,
+    view: &TaskView,
+    worktree: &Git,
+) -> Result<Option<TaskEnd>, SwarmError> {
+    let _turn = run.merging.lock().await;
+    let integration = prepare_integration(run).await?;
+    // Git first: a merge of this task may exist whose event was lost.
+    let merged = integration.swarm_merges(&run.branch, &run.id).await?;
+    if let Some((_, attempt, commit)) = merged.iter().find(|(task, ..)| *task == spec.id) {
+        return check_merged(run, spec, view, worktree, &integration, *attempt, commit).await;
+    }
+    let message = format!(
+        "{}: {}\n\n{MERGE_TRAILER}: {}/{}/{}",
+        spec.id, spec.title, run.id, spec.id, view.attempt
+    );
+    let branch = task_branch(&run.id, &spec.id);
+    match integration.merge(&branch, &message).await? {
+        MergeOutcome::Merged(commit) => {
+            check_merged(run, spec, view, worktree, &integration, view.attempt, &commit).await
+        }
+        MergeOutcome::Conflict(files) => {
+            integration.merge_abort().await?;
+            // The implementer resolves it in its worktree: the integration branch merged
+            // there, markers in place.
+            let _ = worktree
+                .merge(&run.branch, &format!("Merge {} into {}", run.branch, spec.id))
+                .await?;
+            let reason = format!("merging into {} conflicted in {}", run.branch, files.join(", "));
+            run.emit(SwarmEvent::AttemptFailed {
+                task: spec.id.clone(),
+                attempt: view.attempt,
+                stage: FailedStage::Merge,
+                reason,
+                findings: files,
+                log: None,
+            })?;
+            Ok(None)
+        }
+    }
+}
+
+/// The acceptance commands on the merged integration branch: passed, the merge is
+/// recorded; failed, the merge is undone (while it is still the tip) and the task goes
+/// back to its implementer with the integration branch merged into its worktree.
+async fn check_merged(
+    run: &Run,
+    spec: &TaskSpec,
+    view: &TaskView,
+    worktree: &Git,
+    integration: &Git,
+    attempt: u32,
+    commit: &str,
+) -> Result<Option<TaskEnd>, SwarmError> {
+    let graph = run.graph();
+    let verify_spec = VerifySpec {
+        commit,
+        setup: &graph.setup,
+        acceptance: &spec.acceptance,
+        timeout: run.verify_timeout,
+        network: run.network,
+    };
+    let name = format!("{}-{}-integrate", spec.id, attempt);
+    let scratch = run.workdir.join(".verify").join(&name);
+    let log = run.log().dir().logs_dir().join(format!("{name}.log"));
+    let result = verify(&run.repo, &verify_spec, &scratch, &log).await?;
+    let Some(reason) = result.failure else {
+        run.emit(SwarmEvent::Merged {
+            task: spec.id.clone(),
+            attempt,
+            commit: commit.to_string(),
+        })?;
+        return Ok(Some(TaskEnd::Merged));
+    };
+    if integration.head().await? != commit {
+        // Something was merged after it: git is the truth, the merge stays.
+        run.emit(SwarmEvent::Merged {
+            task: spec.id.clone(),
+            attempt,
+            commit: commit.to_string(),
+        })?;
+        return Ok(Some(TaskEnd::Merged));
+    }
+    integration.reset_hard(&format!("{commit}^1")).await?;
+    if worktree.dir().exists() {
+        worktree.merge_abort().await?;
+        let _ =
+            worktree.merge(&run.branch, &format!("Merge {} into {}", run.branch, spec.id)).await?;
+    }
+    run.emit(SwarmEvent::AttemptFailed {
+        task: spec.id.clone(),
+        attempt: view.attempt,
+        stage: FailedStage::Integrate,
+        reason: format!("on {} after the merge: {reason}", run.branch),
+        findings: vec![result.output],
+        log: Some(result.log.display().to_string()),
+    })?;
+    Ok(None)
+}
+
+/// On resume: tasks git shows merged whose `merged` event is missing are checked and
+/// recorded now, before anything else is scheduled.
+pub async fn reconcile(run: &Run) -> Result<(), SwarmError> {
+    let integration = prepare_integration(run).await?;
+    let merges = integration.swarm_merges(&run.branch, &run.id).await?;
+    for (task, attempt, commit) in merges {
+        let Some(view) = run.task(&task) else { continue };
+        if view.state == TaskState::Merged {
+            continue;
+        }
+        let Some(spec) = run.graph().task(&task).cloned() else { continue };
+        let worktree = Git::new(run.workdir.join(&task));
+        check_merged(run, &spec, &view, &worktree, &integration, attempt, &commit).await?;
+    }
+    Ok(())
+}
