@@ -79,6 +79,7 @@ impl App {
             Builtin::Status => self.show_status(),
             Builtin::Cost => self.show_cost(),
             Builtin::Init => self.write_agents_md(),
+            Builtin::Swarm => self.open_swarm(),
             Builtin::Quit => self.should_quit = true,
         }
     }

@@ -69,6 +69,8 @@ pub(crate) struct App {
     pub(crate) queue: VecDeque<Prompt>,
     pub(crate) approvals: VecDeque<Approval>,
     pub(crate) picker: Option<Picker>,
+    /// The `/swarm` view, while open.
+    pub(crate) swarm: Option<crate::swarm_view::SwarmView>,
     /// A picker to open once the session is open (/model before the first prompt).
     pub(crate) picker_after_open: Option<PickerKind>,
     pub(crate) modes: Option<acp::SessionModeState>,
@@ -148,6 +150,7 @@ impl App {
             queue: VecDeque::new(),
             approvals: VecDeque::new(),
             picker: None,
+            swarm: None,
             picker_after_open: None,
             modes: None,
             config_options: Vec::new(),
@@ -492,6 +495,7 @@ impl App {
             }
             AppEvent::EditableMessages(result) => self.editable_messages_listed(result),
             AppEvent::Forked(result) => self.forked(result),
+            AppEvent::Swarm(update) => self.swarm_update(update),
             AppEvent::Redraw => {}
         }
     }

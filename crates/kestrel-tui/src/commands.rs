@@ -22,11 +22,12 @@ pub(crate) enum Builtin {
     Status,
     Cost,
     Init,
+    Swarm,
     Quit,
 }
 
 impl Builtin {
-    pub(crate) const ALL: [Builtin; 13] = [
+    pub(crate) const ALL: [Builtin; 14] = [
         Builtin::Help,
         Builtin::Model,
         Builtin::Mode,
@@ -39,6 +40,7 @@ impl Builtin {
         Builtin::Status,
         Builtin::Cost,
         Builtin::Init,
+        Builtin::Swarm,
         Builtin::Quit,
     ];
 
@@ -56,6 +58,7 @@ impl Builtin {
             Builtin::Status => "status",
             Builtin::Cost => "cost",
             Builtin::Init => "init",
+            Builtin::Swarm => "swarm",
             Builtin::Quit => "quit",
         }
     }
@@ -74,6 +77,7 @@ impl Builtin {
             Builtin::Status => "session, model, mode, context and daemon state",
             Builtin::Cost => "tokens and cost of this session",
             Builtin::Init => "write a starter AGENTS.md",
+            Builtin::Swarm => "swarm runs: tasks, states, costs; open a task's session",
             Builtin::Quit => "exit Kestrel",
         }
     }

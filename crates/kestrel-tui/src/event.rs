@@ -125,6 +125,8 @@ pub(crate) enum AppEvent {
     },
     /// Try again to attach to the session after losing the daemon.
     Reattach,
+    /// A read or lookup of the `/swarm` view finished, or it is time to read again.
+    Swarm(crate::swarm_view::SwarmUpdate),
     /// Syntax highlighting became available: redraw.
     Redraw,
 }

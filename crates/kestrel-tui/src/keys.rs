@@ -1,5 +1,6 @@
-//! What keys and pastes do: the approval prompt and pickers take them first, then the
-//! slash and mention menus, then the composer. Ctrl+C twice quits; Esc interrupts.
+//! What keys and pastes do: the approval prompt, pickers and the `/swarm` view take them
+//! first, then the slash and mention menus, then the composer. Ctrl+C twice quits; Esc
+//! interrupts.
 
 use crate::app::{App, TerminalRequest};
 use crate::approval::ApprovalAction;
@@ -118,6 +119,10 @@ impl App {
             }
             return;
         }
+        if self.swarm.is_some() {
+            self.swarm_key(key);
+            return;
+        }
         if self.menu_key(key) {
             return;
         }
@@ -184,8 +189,9 @@ impl App {
         }
         if self.turn.is_some() {
             self.interrupt();
-        } else if self.picker.is_some() {
+        } else if self.picker.is_some() || self.swarm.is_some() {
             self.picker = None;
+            self.swarm = None;
         } else {
             self.composer.clear();
         }

@@ -24,6 +24,8 @@ mod picker;
 mod rewind;
 mod run;
 mod status;
+mod swarm_table;
+mod swarm_view;
 mod terminal;
 mod theme;
 mod tool_cell;

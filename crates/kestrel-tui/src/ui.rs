@@ -63,6 +63,10 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &mut App) {
             let height = picker.height().min(transcript_area.height);
             let popup = above(bottom_area, height, transcript_area);
             picker.draw(popup, buffer);
+        } else if let Some(view) = &app.swarm {
+            let height = crate::swarm_table::height(view).min(transcript_area.height);
+            let popup = above(bottom_area, height, transcript_area);
+            crate::swarm_table::draw(view, popup, buffer);
         } else if let Some(menu) = app.menu() {
             draw_menu(app, &menu, bottom_area, transcript_area, buffer);
         }
