@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
@@ -203,6 +203,9 @@ pub struct Connection {
     outgoing: mpsc::Sender<String>,
     pending: Pending,
     next_id: Arc<AtomicI64>,
+    /// Set (under the pending lock) once the reader has stopped: a request sent after
+    /// that would never be answered, so it fails at once.
+    read_closed: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -216,9 +219,12 @@ impl Connection {
         let (outgoing, outgoing_rx) = mpsc::channel::<String>(OUTGOING_QUEUE);
         let (incoming_tx, incoming_rx) = mpsc::channel(INCOMING_QUEUE);
         let pending: Pending = Arc::default();
+        let read_closed = Arc::new(AtomicBool::new(false));
         tokio::spawn(write_loop(writer, outgoing_rx));
-        tokio::spawn(read_loop(reader, incoming_tx, pending.clone(), outgoing.clone()));
-        (Connection { outgoing, pending, next_id: Arc::new(AtomicI64::new(1)) }, incoming_rx)
+        let reader_state = (pending.clone(), read_closed.clone());
+        tokio::spawn(read_loop(reader, incoming_tx, reader_state, outgoing.clone()));
+        let next_id = Arc::new(AtomicI64::new(1));
+        (Connection { outgoing, pending, next_id, read_closed }, incoming_rx)
     }
 
     /// Sends a request and waits for its response.
@@ -226,6 +232,9 @@ impl Connection {
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
+            if self.read_closed.load(Ordering::Acquire) {
+                return Err(RpcError::closed());
+            }
             pending.insert(id.clone(), tx);
         }
         let message = Message::Request(Request { id: id.clone(), method: method.into(), params });
@@ -256,9 +265,9 @@ impl Connection {
         self.outgoing.send(line).await.map_err(|_| RpcError::closed())
     }
 
-    /// True once the writer has stopped (the peer is gone).
+    /// True once the writer or the reader has stopped (the peer is gone).
     pub fn is_closed(&self) -> bool {
-        self.outgoing.is_closed()
+        self.outgoing.is_closed() || self.read_closed.load(Ordering::Acquire)
     }
 
     /// Waits until the writer has stopped.
@@ -286,7 +295,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut lines: mpsc::Recei
 async fn read_loop<R: AsyncRead + Unpin>(
     reader: R,
     incoming: mpsc::Sender<Incoming>,
-    pending: Pending,
+    (pending, read_closed): (Pending, Arc<AtomicBool>),
     outgoing: mpsc::Sender<String>,
 ) {
     let mut reader = BufReader::new(reader);
@@ -328,8 +337,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
-    // Everyone still waiting learns the connection is gone.
+    // Everyone still waiting learns the connection is gone, and later requests fail.
     if let Ok(mut pending) = pending.lock() {
+        read_closed.store(true, Ordering::Release);
         for (_, waiter) in pending.drain() {
             let _ = waiter.send(Err(RpcError::closed()));
         }
@@ -438,5 +448,26 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(result.unwrap_err().message, "the connection closed");
+    }
+
+    #[tokio::test]
+    async fn a_request_after_the_peer_closed_fails_at_once() {
+        let (client_io, server_io) = tokio::io::duplex(1024);
+        let (client_read, client_write) = tokio::io::split(client_io);
+        let (client, _incoming) = Connection::start(client_read, client_write);
+        // The peer goes away with no request in flight: only the reader notices.
+        drop(server_io);
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !client.is_closed() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        let late = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            client.request("late", Value::Null),
+        );
+        assert_eq!(late.await.unwrap().unwrap_err().message, "the connection closed");
     }
 }
