@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 /// How long to wait for a daemon this process started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a session's record may stay held by a worker of a killed daemon.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
 /// What a session's watcher hears while its turn runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionSignal {
@@ -155,12 +158,29 @@ impl Daemon {
 
     /// Attaches to `session` (`session/load`: starts its worker when it has none, which
     /// records an unfinished turn as interrupted); whether a turn of it runs now.
+    /// A worker of a daemon that was killed may hold the session's record for a moment
+    /// (it ends a command first): the load is tried again for [`LOCK_WAIT`].
     pub async fn attach(&self, session: &SessionId, cwd: &Path) -> Result<bool, SwarmError> {
-        let connection = self.connection().await?;
         let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": []});
-        let answer = connection.request("session/load", params).await.map_err(|error| {
-            SwarmError::Daemon(format!("cannot load session {session}: {}", error.message))
-        })?;
+        let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+        let answer = loop {
+            let connection = self.connection().await?;
+            match connection.request("session/load", params.clone()).await {
+                Ok(answer) => break answer,
+                Err(error)
+                    if error.message.contains("another process")
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(error) => {
+                    return Err(SwarmError::Daemon(format!(
+                        "cannot load session {session}: {}",
+                        error.message
+                    )));
+                }
+            }
+        };
         Ok(answer
             .pointer(&format!("/_meta/kestrel/{}", acp::kestrel::TURN_RUNNING_META))
             .and_then(Value::as_bool)

@@ -8,6 +8,7 @@ mod client;
 mod context;
 mod error;
 mod events;
+mod failpoint;
 mod git;
 mod merge;
 mod outcome;

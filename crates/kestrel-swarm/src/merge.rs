@@ -62,6 +62,7 @@ pub async fn merge_task(
     let branch = task_branch(&run.id, &spec.id);
     match integration.merge(&branch, &message).await? {
         MergeOutcome::Merged(commit) => {
+            crate::failpoint::hit("merge");
             check_merged(run, spec, view, worktree, &integration, view.attempt, &commit).await
         }
         MergeOutcome::Conflict(files) => {

@@ -196,6 +196,7 @@ impl Driver<'_> {
             let message =
                 format!("{}: {} (attempt {})", self.spec.id, self.spec.title, view.attempt);
             self.worktree.commit_all(&message).await?;
+            crate::failpoint::hit("commit");
         }
         let head = self.worktree.head().await?;
         if view.attempt_base.as_deref() == Some(head.as_str()) {
