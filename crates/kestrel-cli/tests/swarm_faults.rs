@@ -180,3 +180,55 @@ fn a_merge_whose_event_was_lost_is_found_in_git_and_never_merged_twice() {
     assert_eq!(merges.trim(), "1", "merged once");
     assert_eq!(events.last().unwrap()["state"], "done");
 }
+
+#[test]
+fn a_rate_limited_turn_pauses_every_new_turn_and_is_sent_again_in_the_same_attempt() {
+    let two = r#"
+[[task]]
+id = "greet"
+title = "Write the greeting"
+acceptance = ["grep -qx hello hello.txt"]
+
+[[task]]
+id = "later"
+title = "Write another file"
+depends_on = ["greet"]
+acceptance = ["test -f later.txt"]
+"#;
+    let route = "task=greet role=implementer";
+    // Both tries of the first request (request_max_retries = 1) get a 429.
+    let limited = Step::tool_calls(vec![ScriptedToolCall::new(
+        "write_file",
+        json!({"path": "hello.txt", "content": "hello\n"}),
+    )])
+    .with_fault(Fault::Status {
+        status: 429,
+        retry_after_secs: Some(0),
+        message: None,
+        times: Some(2),
+    })
+    .when(Some(IMPLEMENTER), Some(route));
+    let mut steps = vec![limited, Step::text("done").when(Some(IMPLEMENTER), Some(route))];
+    steps.extend(review("greet", 1, true, &[]));
+    steps.extend(implement("later", &[("later.txt", "x\n")]));
+    steps.extend(review("later", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let graph = test.graph(two);
+    let output = test.swarm(&["run", "--graph", &graph]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&test.run_id());
+    let limited: Vec<&Value> = events.iter().filter(|e| e["type"] == "rate_limited").collect();
+    assert_eq!(limited.len(), 1, "{events:#?}");
+    assert_eq!(count(&events, "attempt_failed"), 0, "the attempt did not count: {events:#?}");
+    assert_eq!(count(&events, "attempt_started"), 2);
+    // No turn of any task started before the pause was over.
+    let until = kestrel_protocol::Timestamp::parse(limited[0]["until"].as_str().unwrap()).unwrap();
+    let at = events.iter().position(|e| e["type"] == "rate_limited").unwrap();
+    for event in &events[at..] {
+        if event["type"] == "turn_started" {
+            let ts = kestrel_protocol::Timestamp::parse(event["ts"].as_str().unwrap()).unwrap();
+            assert!(ts.millis + 50 >= until.millis, "{event} started during the pause");
+        }
+    }
+    assert_eq!(test.server.remaining(), 0);
+}

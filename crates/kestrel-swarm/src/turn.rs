@@ -81,6 +81,8 @@ pub async fn run_turn(
     })?;
     let mut resends = 0;
     let mut rate_limited = 0;
+    // A turn that failed on a rate limit is sent again: its failure is not the answer.
+    let mut failed_is_stale = false;
     loop {
         let mut signals = run.daemon.watch(&session);
         // Attached again so its updates and permission requests reach this client.
@@ -88,9 +90,13 @@ pub async fn run_turn(
         let recorded = recorded_turn(&run.home, &session, &line)?;
         let end = if running && recorded.prompted && recorded.ended.is_none() {
             wait_for_end(run, &spec.tag, &session, &mut signals, cancel).await?
-        } else if recorded.prompted && finished(&recorded) {
+        } else if recorded.prompted
+            && finished(&recorded)
+            && !(failed_is_stale && recorded.ended == Some(StopReason::Failed))
+        {
             return finish(run, &spec.tag, &session, recorded);
         } else {
+            failed_is_stale = false;
             prompt(run, &spec, &session, &mut signals, cancel).await?
         };
         run.daemon.unwatch(&session);
@@ -106,7 +112,8 @@ pub async fn run_turn(
                 if is_rate_limit(&message) && rate_limited < MAX_RATE_LIMITED =>
             {
                 rate_limited += 1;
-                let wait = Duration::from_secs(5u64 << rate_limited.min(4));
+                failed_is_stale = true;
+                let wait = Duration::from_secs(1u64 << rate_limited.min(5));
                 let until = tokio::time::Instant::now() + wait;
                 run.pause_until(until);
                 let at = kestrel_protocol::Timestamp {
