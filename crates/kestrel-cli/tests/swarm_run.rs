@@ -211,3 +211,67 @@ fn a_graph_with_a_failed_verification_a_rejection_and_a_conflict_ends_merged_aft
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert!(!swarm_support::run_workdir(&test, &run).exists());
 }
+
+/// Two tasks that pass alone and fail together: the second merge's check on the
+/// integration branch fails, the merge is undone, and the task gets it back with the
+/// integration branch merged into its worktree.
+#[test]
+fn a_merge_that_breaks_the_integration_branch_is_undone_and_sent_back() {
+    let gate = tempfile::tempdir().unwrap();
+    let go = gate.path().join("go");
+    let graph_text = format!(
+        r#"
+[[task]]
+id = "a"
+title = "Add a.txt"
+acceptance = ["test -f a.txt"]
+
+[[task]]
+id = "b"
+title = "Add b.txt, compatible with a.txt"
+acceptance = ["while [ ! -e {go} ]; do sleep 0.05; done; test -f b.txt && {{ test ! -f a.txt || grep -q patched a.txt; }}"]
+"#,
+        go = go.display()
+    );
+    let mut steps = implement("a", &[("a.txt", "plain\n")]);
+    steps.extend(review("a", 1, true, &[]));
+    steps.extend(implement("b", &[("b.txt", "b\n")]));
+    steps.extend(review("b", 1, true, &[]));
+    steps.extend(implement("b", &[("a.txt", "patched\n")]));
+    steps.extend(review("b", 2, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let graph = test.graph(&graph_text);
+    let orchestrator = test
+        .command(&["swarm", "run", "--graph", &graph])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // b's verification waits until a is merged: b then merges second.
+    test.wait_for_event("a merged", |e| e["type"] == "merged" && e["task"] == "a");
+    std::fs::write(&go, "").unwrap();
+    let output = orchestrator.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    let run = test.run_id();
+    let events = test.events(&run);
+    let integrate: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "attempt_failed" && e["stage"] == "integrate")
+        .collect();
+    assert_eq!(integrate.len(), 1, "{events:#?}");
+    assert_eq!(integrate[0]["task"], "b");
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:a.txt")]), "patched\n");
+    let trailers = git(
+        test.repo.path(),
+        &[
+            "log",
+            "--merges",
+            "--first-parent",
+            "--format=%(trailers:key=Kestrel-Swarm,valueonly)",
+            &branch,
+        ],
+    );
+    let merges: Vec<&str> = trailers.lines().filter(|line| !line.is_empty()).collect();
+    assert_eq!(merges, [format!("{run}/b/2"), format!("{run}/a/1")], "the undone merge is gone");
+}
