@@ -14,6 +14,12 @@ const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 /// The oldest git with `attr.tree` (2.46): older ones would let the tree choose filters.
 const MIN_VERSION: (u32, u32) = (2, 46);
 
+/// `git worktree add` reads every other worktree's admin files, and one being added by
+/// another task driver at that moment has no `commondir` yet: two at once in one
+/// repository fail ("failed to read .git/worktrees/<other>/commondir"). This process's
+/// adds, prunes and removes take turns.
+static WORKTREES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Identity for commits when the user has none configured.
 const FALLBACK_NAME: &str = "Kestrel swarm";
 const FALLBACK_EMAIL: &str = "kestrel-swarm@localhost";
@@ -185,6 +191,7 @@ impl Git {
         if path.join(".git").exists() {
             return Ok(());
         }
+        let _turn = WORKTREES.lock().await;
         // A directory left by a worktree git no longer knows.
         self.run(&["worktree", "prune"]).await?;
         let path_text = path.to_string_lossy();
@@ -199,6 +206,7 @@ impl Git {
     /// Removes the worktree at `path` (its branch stays).
     pub async fn remove_worktree(&self, path: &Path) -> Result<(), SwarmError> {
         let path_text = path.to_string_lossy();
+        let _turn = WORKTREES.lock().await;
         if path.exists() {
             self.run(&["worktree", "remove", "--force", "--force", &path_text]).await?;
         }
@@ -228,6 +236,12 @@ impl Git {
         args.extend(["commit", "--no-verify", "--allow-empty", "--quiet", "-m", message]);
         self.run(&args).await?;
         self.head().await
+    }
+
+    /// The tree of `commit`.
+    pub async fn tree(&self, commit: &str) -> Result<String, SwarmError> {
+        let spec = format!("{commit}^{{tree}}");
+        Ok(self.run(&["rev-parse", &spec]).await?.stdout.trim().to_string())
     }
 
     pub async fn head(&self) -> Result<String, SwarmError> {
