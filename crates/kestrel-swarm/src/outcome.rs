@@ -3,7 +3,9 @@
 //! record, not the connection, is the truth: a resumed orchestrator reads the same.
 
 use crate::SwarmError;
-use kestrel_protocol::swarm::{SwarmPlan, TaskSpec, TurnUsage};
+use kestrel_protocol::swarm::{
+    PLAN_TOOL, REVIEW_TOOL, SwarmPlan, SwarmReview, TaskSpec, TurnUsage,
+};
 use kestrel_protocol::{RecordItem, SessionId, StopReason};
 use kestrel_store::{KestrelHome, SessionIndex, read_record};
 
@@ -62,15 +64,16 @@ pub fn recorded_turn(
                 let Some((_, name, arguments)) = calls.iter().find(|(call, ..)| call == id) else {
                     continue;
                 };
-                match (*name, *is_error) {
-                    ("swarm_review", false) => turn.verdict = parse_verdict(arguments),
-                    ("swarm_plan", false) => {
-                        turn.plan = serde_json::from_str::<SwarmPlan>(arguments)
-                            .ok()
-                            .map(|plan| plan.tasks);
-                    }
-                    ("swarm_plan", true) => turn.plan_refusal = Some(output.clone()),
-                    _ => {}
+                // Only calls the tool accepted count: the last one wins.
+                if *name == REVIEW_TOOL && !is_error {
+                    turn.verdict = serde_json::from_str::<SwarmReview>(arguments)
+                        .ok()
+                        .map(|review| (review.approve, review.findings));
+                } else if *name == PLAN_TOOL && !is_error {
+                    turn.plan =
+                        serde_json::from_str::<SwarmPlan>(arguments).ok().map(|plan| plan.tasks);
+                } else if *name == PLAN_TOOL {
+                    turn.plan_refusal = Some(output.clone());
                 }
             }
             RecordItem::AssistantMessage { .. }
@@ -80,14 +83,4 @@ pub fn recorded_turn(
         }
     }
     Ok(turn)
-}
-
-fn parse_verdict(arguments: &str) -> Option<(bool, Vec<String>)> {
-    #[derive(serde::Deserialize)]
-    struct Review {
-        approve: bool,
-        #[serde(default)]
-        findings: Vec<String>,
-    }
-    serde_json::from_str::<Review>(arguments).ok().map(|review| (review.approve, review.findings))
 }
