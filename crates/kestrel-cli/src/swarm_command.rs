@@ -201,6 +201,11 @@ impl Console for Terminal {
     }
 
     fn print(&self, text: &str) {
+        // With --json, stdout holds events only.
+        if self.json {
+            eprint!("{text}");
+            return;
+        }
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(text.as_bytes());
         let _ = stdout.flush();
@@ -264,6 +269,23 @@ fn table(status: &RunStatus) -> String {
         status.branch.as_deref().unwrap_or("-"),
         status.cost_usd
     );
+    let roles: Vec<String> = status
+        .roles
+        .iter()
+        .filter(|(_, usage)| usage.input_tokens + usage.output_tokens > 0 || usage.cost > 0.0)
+        .map(|(role, usage)| {
+            format!(
+                "{} {}/{} ${:.4}",
+                role.as_str(),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost
+            )
+        })
+        .collect();
+    if !roles.is_empty() {
+        text.push_str(&format!("by role: {}\n", roles.join(" · ")));
+    }
     text.push_str(&format!(
         "{:<20} {:<12} {:>7}  {:<36}  {:<28} {:>15}  {:>9}  {:>7}\n",
         "TASK", "STATE", "ATTEMPT", "SESSION", "MODEL", "TOKENS IN/OUT", "COST", "TIME"

@@ -61,6 +61,9 @@ fn one_task_is_implemented_reviewed_verified_and_merged() {
         ],
         "{kinds:?}"
     );
+    let status = stdout(&test.swarm(&["status"]));
+    assert!(status.contains("done") && status.contains("greet"), "{status}");
+    assert!(status.contains("by role: implementer"), "{status}");
     // Worktrees are cleaned after a run that merged everything.
     let worktrees = git(test.repo.path(), &["worktree", "list"]);
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");

@@ -9,7 +9,9 @@ use super::{SwarmRunDir, run_ids};
 use crate::StoreError;
 use crate::index::SessionIndex;
 use crate::paths::KestrelHome;
-use kestrel_protocol::swarm::{RoleSession, RunState, RunView, SwarmGraph, TaskState, TaskView};
+use kestrel_protocol::swarm::{
+    RoleSession, RunState, RunView, SwarmGraph, SwarmRole, TaskState, TaskView,
+};
 use kestrel_protocol::{SessionId, Timestamp, Usage};
 use serde::{Serialize, Serializer};
 use std::collections::HashMap;
@@ -25,6 +27,9 @@ pub struct RunStatus {
     /// Every role turn's cost, the planner's included.
     pub cost_usd: f64,
     pub tasks: Vec<TaskStatus>,
+    /// Tokens and cost by role (planner, implementer, reviewer), for the table.
+    #[serde(skip)]
+    pub roles: Vec<(SwarmRole, Usage)>,
     /// Lines of `events.jsonl` left out (not printed: for a warning on stderr).
     #[serde(skip)]
     pub skipped_events: SkippedEvents,
@@ -252,8 +257,25 @@ fn build_status(
         branch: view.branch.clone(),
         cost_usd: run_spend(view, index).cost,
         tasks,
+        roles: role_totals(view, index),
         skipped_events: SkippedEvents::default(),
     }
+}
+
+/// Every role's spend across the run's sessions.
+fn role_totals(view: &RunView, index: &HashMap<SessionId, Usage>) -> Vec<(SwarmRole, Usage)> {
+    let sessions: Vec<&RoleSession> =
+        view.tasks.iter().flat_map(|task| &task.sessions).chain(&view.planner_sessions).collect();
+    [SwarmRole::Planner, SwarmRole::Implementer, SwarmRole::Reviewer]
+        .into_iter()
+        .map(|role| {
+            let mut total = Usage::default();
+            for session in sessions.iter().filter(|session| session.role == role) {
+                total.add(&role_spend(session, index));
+            }
+            (role, total)
+        })
+        .collect()
 }
 
 fn run_state_name<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S::Error> {
