@@ -5,12 +5,13 @@
 use crate::{Mode, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-/// One line of `events.jsonl`: the event and when it happened.
+/// One line of `events.jsonl`: the event and when it happened. `type` comes first on
+/// the line (`{"type":"run_started","run":…,"ts":…}`), `ts` last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwarmEntry {
-    pub ts: Timestamp,
     #[serde(flatten)]
     pub event: SwarmEvent,
+    pub ts: Timestamp,
 }
 
 impl SwarmEntry {
@@ -328,7 +329,7 @@ mod tests {
         let line = serde_json::to_string(&entry).unwrap();
         assert_eq!(
             line,
-            r#"{"ts":"1970-01-01T00:00:00.000Z","type":"turn_finished","task":"parse","role":"reviewer","attempt":2,"session":"s1","stop_reason":"end_turn","input_tokens":10,"output_tokens":5,"cost_usd":0.5}"#
+            r#"{"type":"turn_finished","task":"parse","role":"reviewer","attempt":2,"session":"s1","stop_reason":"end_turn","input_tokens":10,"output_tokens":5,"cost_usd":0.5,"ts":"1970-01-01T00:00:00.000Z"}"#
         );
         let back: SwarmEntry = serde_json::from_str(&line).unwrap();
         assert_eq!(back, entry);
