@@ -6,7 +6,7 @@ use crate::SwarmError;
 use crate::client::Daemon;
 use crate::events::EventLog;
 use crate::git::Git;
-use kestrel_protocol::swarm::{SwarmEvent, SwarmGraph, TaskView};
+use kestrel_protocol::swarm::{RunView, SwarmEvent, SwarmGraph, TaskView};
 use kestrel_store::KestrelHome;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -99,6 +99,9 @@ impl Run {
         }
     }
 
+    /// The log itself. Never call it inside an argument of [`Run::emit`]: the guard
+    /// lives to the end of the statement and `emit` takes it again (a deadlock); the
+    /// accessors below return owned values.
     pub fn log(&self) -> MutexGuard<'_, EventLog> {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -110,6 +113,26 @@ impl Run {
             self.stop.cancel();
         }
         result
+    }
+
+    /// The run as its events tell it now.
+    pub fn view(&self) -> RunView {
+        self.log().view()
+    }
+
+    /// Whether an event the log holds matches `check`.
+    pub fn any_event(&self, check: impl Fn(&SwarmEvent) -> bool) -> bool {
+        self.log().entries().iter().any(|entry| check(&entry.event))
+    }
+
+    /// Where verifications write their logs.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.log().dir().logs_dir()
+    }
+
+    /// Requests other processes appended since (see [`EventLog::read_foreign`]).
+    pub fn read_foreign(&self) -> Result<Vec<SwarmEvent>, SwarmError> {
+        self.log().read_foreign()
     }
 
     pub fn graph(&self) -> SwarmGraph {

@@ -120,7 +120,7 @@ async fn check_merged(
     };
     let name = format!("{}-{}-integrate", spec.id, attempt);
     let scratch = run.workdir.join(".verify").join(&name);
-    let log = run.log().dir().logs_dir().join(format!("{name}.log"));
+    let log = run.logs_dir().join(format!("{name}.log"));
     let result = verify(&run.repo, &verify_spec, &scratch, &log).await?;
     let Some(reason) = result.failure else {
         run.emit(SwarmEvent::Merged {

@@ -88,7 +88,7 @@ pub async fn schedule(run: Arc<Run>) -> Result<Outcome, SwarmError> {
 
 /// Tasks that may start now: ready, not in flight, sharing no file with one in flight.
 fn startable(run: &Run, graph: &SwarmGraph, active: &BTreeSet<String>) -> Vec<String> {
-    let view = run.log().view();
+    let view = run.view();
     let mut busy_files: BTreeSet<String> = graph
         .tasks
         .iter()
@@ -114,7 +114,7 @@ fn startable(run: &Run, graph: &SwarmGraph, active: &BTreeSet<String>) -> Vec<St
 /// Every task waiting on a failed, blocked or cancelled one is blocked, naming it.
 fn block_dependents(run: &Run, graph: &SwarmGraph) -> Result<(), SwarmError> {
     loop {
-        let view = run.log().view();
+        let view = run.view();
         let mut blocked = None;
         for task in &graph.tasks {
             let Some(state) = view.task(&task.id).map(|t| t.state) else { continue };
@@ -141,7 +141,7 @@ fn block_dependents(run: &Run, graph: &SwarmGraph) -> Result<(), SwarmError> {
 
 /// `kestrel swarm cancel` from another process appends a request to the log.
 fn hear_requests(run: &Run) -> Result<(), SwarmError> {
-    let requests = run.log().read_foreign()?;
+    let requests = run.read_foreign()?;
     for event in requests {
         if let SwarmEvent::CancelRequested { task } = event {
             match task {
@@ -158,7 +158,7 @@ fn hear_requests(run: &Run) -> Result<(), SwarmError> {
 
 /// Writes how the run ended.
 async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
-    let view = run.log().view();
+    let view = run.view();
     // A cancelled run also cancels the tasks that never started.
     if run.cancel.is_cancelled() {
         for task in &view.tasks {
@@ -167,7 +167,7 @@ async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
             }
         }
     }
-    let view = run.log().view();
+    let view = run.view();
     let all_merged = view.tasks.iter().all(|task| task.state == TaskState::Merged);
     let any_open = view.tasks.iter().any(|task| !task.state.is_final());
     let end = if run.cancel.is_cancelled() {
@@ -193,7 +193,7 @@ async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
         run.repo.dir().display(),
         run.branch
     );
-    let cost_usd = run.log().view().usage().cost_usd;
+    let cost_usd = run.view().usage().cost_usd;
     run.emit(SwarmEvent::RunFinished { state: end, branch: run.branch.clone(), land, cost_usd })?;
     if end == RunEnd::Done {
         crate::cleanup::remove_worktrees(run).await;

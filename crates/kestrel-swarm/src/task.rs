@@ -303,7 +303,7 @@ impl Driver<'_> {
         };
         let name = format!("{}-{}-verify", self.spec.id, view.attempt);
         let scratch = self.run.workdir.join(".verify").join(&name);
-        let log = self.run.log().dir().logs_dir().join(format!("{name}.log"));
+        let log = self.run.logs_dir().join(format!("{name}.log"));
         let result = tokio::select! {
             result = verify(&self.run.repo, &spec, &scratch, &log) => result?,
             () = self.cancel.cancelled() => return Ok(Some(TaskEnd::Cancelled)),

@@ -289,8 +289,8 @@ fn record_finished(
     turn: &RecordedTurn,
     reason: &str,
 ) -> Result<(), SwarmError> {
-    let known = run.log().entries().iter().any(|entry| {
-        matches!(&entry.event, SwarmEvent::TurnFinished { task, role, attempt, session: s, .. }
+    let known = run.any_event(|event| {
+        matches!(event, SwarmEvent::TurnFinished { task, role, attempt, session: s, .. }
             if *task == tag.task && *role == tag.role && *attempt == tag.attempt && s == session)
     });
     if known {
