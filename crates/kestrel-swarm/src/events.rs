@@ -25,6 +25,9 @@ pub struct EventLog {
     run: String,
     graph: SwarmGraph,
     entries: Vec<SwarmEntry>,
+    /// Events of `events.jsonl` read by the last [`EventLog::read_foreign`] (or at
+    /// the start); ours appended since come after them, among other processes'.
+    lines_seen: usize,
     console: Arc<dyn Console>,
 }
 
@@ -37,7 +40,8 @@ impl EventLog {
         entries: Vec<SwarmEntry>,
         console: Arc<dyn Console>,
     ) -> Self {
-        EventLog { dir, run: run.to_string(), graph, entries, console }
+        let lines_seen = entries.len();
+        EventLog { dir, run: run.to_string(), graph, entries, lines_seen, console }
     }
 
     pub fn dir(&self) -> &SwarmRunDir {
@@ -66,13 +70,18 @@ impl EventLog {
         Ok(())
     }
 
-    /// Events appended by other processes since (`kestrel swarm cancel`).
+    /// Events appended by other processes since (`kestrel swarm cancel`). Their lines
+    /// may sit before ours in the file (appended before our last events), so they are
+    /// told apart by kind, not by position: only other processes write requests.
     pub fn read_foreign(&mut self) -> Result<Vec<SwarmEvent>, SwarmError> {
         let all = self.dir.events()?.entries;
-        if all.len() <= self.entries.len() {
-            return Ok(Vec::new());
-        }
-        let new: Vec<SwarmEntry> = all[self.entries.len()..].to_vec();
+        let Some(unseen) = all.get(self.lines_seen..) else { return Ok(Vec::new()) };
+        let new: Vec<SwarmEntry> = unseen
+            .iter()
+            .filter(|entry| matches!(entry.event, SwarmEvent::CancelRequested { .. }))
+            .cloned()
+            .collect();
+        self.lines_seen = all.len();
         self.entries.extend(new.iter().cloned());
         Ok(new.into_iter().map(|entry| entry.event).collect())
     }
@@ -139,4 +148,36 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
 
 fn short(commit: &str) -> &str {
     commit.get(..10).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Silent;
+
+    impl Console for Silent {
+        fn event(&self, _entry: &SwarmEntry) {}
+        fn note(&self, _text: &str) {}
+        fn print(&self, _text: &str) {}
+        fn ask(&self, _question: &str) -> Option<bool> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_request_appended_before_our_next_event_is_heard_once() {
+        let home = tempfile::tempdir().unwrap();
+        let home = kestrel_store::KestrelHome::at(home.path());
+        let dir = SwarmRunDir::create(&home, "r1", "").unwrap();
+        let mut log =
+            EventLog::new(dir.clone(), "r1", SwarmGraph::default(), Vec::new(), Arc::new(Silent));
+        log.emit(SwarmEvent::RunResumed { run: "r1".into() }).unwrap();
+        let request = SwarmEvent::CancelRequested { task: Some("a".into()) };
+        dir.append(&SwarmEntry::now(request.clone())).unwrap();
+        log.emit(SwarmEvent::TaskCancelled { task: "b".into() }).unwrap();
+        assert_eq!(log.read_foreign().unwrap(), [request]);
+        assert!(log.read_foreign().unwrap().is_empty());
+        assert_eq!(log.entries().len(), 3);
+    }
 }

@@ -72,7 +72,7 @@ pub async fn plan(run: &Run, goal: &str, base_commit: &str) -> Result<Planned, S
                     }
                     None => {
                         reasons = match turn.plan_refusal {
-                            Some(refusal) => refusal.lines().map(str::to_string).collect(),
+                            Some(refusal) => refusal_reasons(&refusal),
                             None => vec!["the turn ended without calling swarm_plan".to_string()],
                         };
                     }
@@ -83,6 +83,27 @@ pub async fn plan(run: &Run, goal: &str, base_commit: &str) -> Result<Planned, S
     Ok(Planned::Refused(reasons))
 }
 
+/// The problems a refused `swarm_plan` call listed (its `- ` lines), without the
+/// tool's framing around them; the whole answer when it lists none.
+fn refusal_reasons(refusal: &str) -> Vec<String> {
+    let listed: Vec<String> =
+        refusal.lines().filter_map(|line| line.strip_prefix("- ")).map(str::to_string).collect();
+    if listed.is_empty() { vec![refusal.trim().to_string()] } else { listed }
+}
+
 fn format_reasons(reasons: &[String]) -> String {
     reasons.iter().map(|reason| format!("- {reason}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal_reasons;
+
+    #[test]
+    fn a_refusal_gives_its_listed_problems_only() {
+        let refusal = "the plan was not recorded:\n- task `b` has no title\n- a cycle: a -> b -> a\n\
+                       Call swarm_plan again with a corrected plan.";
+        assert_eq!(refusal_reasons(refusal), ["task `b` has no title", "a cycle: a -> b -> a"]);
+        assert_eq!(refusal_reasons("bad arguments\n"), ["bad arguments"]);
+    }
 }

@@ -156,6 +156,15 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
             }
             Planned::Refused(reasons) => {
                 run.emit(SwarmEvent::PlanFailed { reasons: reasons.clone() })?;
+                // Nothing can run: the run ends here rather than stay `interrupted`,
+                // which says a resume would continue it.
+                let cost_usd = run.log().view().usage().cost_usd;
+                run.emit(SwarmEvent::RunFinished {
+                    state: RunEnd::Failed,
+                    land: format!("git merge {}", run.branch),
+                    branch: run.branch.clone(),
+                    cost_usd,
+                })?;
                 return Err(SwarmError::Usage(format!(
                     "the planner gave no valid plan:\n  - {}",
                     reasons.join("\n  - ")

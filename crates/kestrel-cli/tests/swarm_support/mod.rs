@@ -226,3 +226,236 @@ pub fn stderr(output: &Output) -> String {
 pub fn run_workdir(test: &SwarmTest, run: &str) -> PathBuf {
     test.workdir.path().join(run)
 }
+
+// Helpers for the input and control tests (swarm_input.rs, swarm_control.rs): configs
+// with other settings, every run and branch, `kestrel swarm` in the background with its
+// output in files, `status --json`, and slow or approval-seeking implementer turns.
+
+/// What a test changes in config.toml; the rest is as [`SwarmTest::write_config`] has it.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigParts<'a> {
+    /// Top-level keys, before any table (e.g. `catalog_url = "…"`).
+    pub top: &'a str,
+    /// Keys of `[swarm]` (e.g. `verify_timeout_s = 2`).
+    pub swarm: &'a str,
+    /// The reviewer's model, `provider/model`; `None`: `scripted/`[`REVIEWER`].
+    pub reviewer: Option<&'a str>,
+    /// Keys of `[swarm.roles.reviewer]` besides `model` (e.g. `allow_same_model = true`).
+    pub reviewer_keys: &'a str,
+    /// Keys of `[providers.scripted]` besides the usual ones.
+    pub provider_keys: &'a str,
+    /// Tables of their own, appended (e.g. another provider).
+    pub extra: &'a str,
+}
+
+impl SwarmTest {
+    /// Rewrites config.toml with `parts`.
+    pub fn write_config_parts(&self, parts: &ConfigParts<'_>) {
+        let config = format!(
+            "model = \"scripted/{IMPLEMENTER}\"\n{top}\n\n[providers.scripted]\nbase_url = \"{url}\"\n\
+             wire_api = \"chat\"\napi_key_env = \"{KEY_VAR}\"\nrequest_max_retries = 1\n{provider}\n\n\
+             [swarm]\nworkdir = \"{workdir}\"\n{swarm}\n\n[swarm.roles.implementer]\n\
+             model = \"scripted/{IMPLEMENTER}\"\n\n[swarm.roles.reviewer]\nmodel = \"{reviewer}\"\n\
+             {reviewer_keys}\n\n[swarm.roles.planner]\nmodel = \"scripted/{PLANNER}\"\n\n{extra}\n",
+            top = parts.top,
+            url = self.server.base_url(),
+            provider = parts.provider_keys,
+            workdir = self.workdir.path().display(),
+            swarm = parts.swarm,
+            reviewer = parts.reviewer.map_or(format!("scripted/{REVIEWER}"), str::to_string),
+            reviewer_keys = parts.reviewer_keys,
+            extra = parts.extra,
+        );
+        std::fs::write(self.home.path().join("config.toml"), config).unwrap();
+    }
+
+    /// Every run's id (none before the first run).
+    pub fn run_ids(&self) -> Vec<String> {
+        let Ok(runs) = std::fs::read_dir(self.home.path().join("swarm")) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> =
+            runs.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// The repository's branches.
+    pub fn branches(&self) -> Vec<String> {
+        let text =
+            git(self.repo.path(), &["for-each-ref", "--format=%(refname:short)", "refs/heads"]);
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// `kestrel swarm ARGS` in the background, its output going to files.
+    pub fn spawn_swarm(&self, args: &[&str]) -> Background {
+        let mut full = vec!["swarm"];
+        full.extend_from_slice(args);
+        self.spawn(self.command(&full))
+    }
+
+    /// `command` (one of [`SwarmTest::command`]) in the background, its output going to
+    /// files in the home.
+    pub fn spawn(&self, mut command: Command) -> Background {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = self.home.path().join(format!("background-{number}.out"));
+        let err = self.home.path().join(format!("background-{number}.err"));
+        let child = command
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Background { child: Some(child), out, err }
+    }
+
+    /// `kestrel swarm ARGS` to its end, waiting at most [`WAIT`] (it is killed then).
+    pub fn swarm_within(&self, args: &[&str]) -> Output {
+        self.spawn_swarm(args).wait()
+    }
+
+    /// `command` to its end, waiting at most [`WAIT`] (it is killed then).
+    pub fn output_within(&self, command: Command) -> Output {
+        self.spawn(command).wait()
+    }
+
+    /// `kestrel swarm status RUN --json`, parsed.
+    pub fn status_json(&self, run: &str) -> Value {
+        let output = self.swarm_within(&["status", run, "--json"]);
+        assert_eq!(output.status.code(), Some(0), "status: {}", stderr(&output));
+        serde_json::from_str(stdout(&output).trim()).unwrap()
+    }
+
+    /// Waits (bounded) until `status --json` of the run matches `check`; returns it.
+    pub fn wait_for_status(&self, run: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let status = self.status_json(run);
+            if check(&status) {
+                return status;
+            }
+            assert!(start.elapsed() < WAIT, "timed out waiting for {what}: {status:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The bodies of the model requests so far, in order.
+    pub fn model_requests(&self) -> Vec<Value> {
+        self.server.requests().into_iter().map(|request| request.body).collect()
+    }
+
+    /// The bodies of the model requests for `model` (an id of the scripted provider).
+    pub fn requests_for(&self, model: &str) -> Vec<Value> {
+        self.model_requests().into_iter().filter(|body| body["model"] == model).collect()
+    }
+}
+
+/// A `kestrel swarm` started in the background; killed if the test ends first.
+pub struct Background {
+    child: Option<std::process::Child>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Background {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Sends SIGINT (Ctrl+C) to this process only.
+    pub fn interrupt(&self) {
+        // SAFETY: kill(2) only sends a signal, to the child this test started.
+        unsafe {
+            libc::kill(self.pid() as libc::pid_t, libc::SIGINT);
+        }
+    }
+
+    /// Its stderr so far.
+    pub fn stderr_now(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Waits (bounded) for it to exit: its status and output.
+    pub fn wait(mut self) -> Output {
+        let mut child = self.child.take().unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > WAIT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("kestrel swarm did not exit in {WAIT:?}: {}", self.stderr_now());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Output {
+            status,
+            stdout: std::fs::read(&self.out).unwrap_or_default(),
+            stderr: std::fs::read(&self.err).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// [`implement`], its first response streamed with `delay_ms` between events: the turn
+/// stays in flight for a while (to look at or cancel).
+pub fn implement_slowly(task: &str, files: &[(&str, &str)], delay_ms: u64) -> Vec<Step> {
+    let mut steps = implement(task, files);
+    steps[0] = steps[0].clone().with_fault(kestrel_testkit::Fault::SlowChunks { delay_ms });
+    steps
+}
+
+/// A planner turn: `swarm_plan` with `tasks`, then a closing word.
+pub fn plan_turn(tasks: Value) -> Vec<Step> {
+    vec![
+        Step::tool_call("swarm_plan", json!({"tasks": tasks})).when(Some(PLANNER), None),
+        Step::text("planned").when(Some(PLANNER), None),
+    ]
+}
+
+/// The events of `kind`.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|event| event["type"] == kind).collect()
+}
+
+impl SwarmTest {
+    /// How the last turn of `session` ended, waiting (bounded) until its record says.
+    pub fn wait_for_turn_end(&self, session: &str) -> kestrel_protocol::StopReason {
+        let start = Instant::now();
+        loop {
+            let ended = kestrel_store::SessionIndex::find(&self.home(), session)
+                .and_then(|summary| kestrel_store::read_record(&summary.path))
+                .ok()
+                .and_then(|replay| {
+                    let last = replay.entries.iter().rev().find(|entry| {
+                        matches!(
+                            entry.item,
+                            kestrel_protocol::RecordItem::TurnStarted {}
+                                | kestrel_protocol::RecordItem::TurnCompleted { .. }
+                        )
+                    })?;
+                    match &last.item {
+                        kestrel_protocol::RecordItem::TurnCompleted { stop_reason, .. } => {
+                            Some(*stop_reason)
+                        }
+                        _ => None,
+                    }
+                });
+            if let Some(reason) = ended {
+                return reason;
+            }
+            assert!(start.elapsed() < WAIT, "the turn of session {session} never ended");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
