@@ -284,6 +284,12 @@ fn a_goal_without_a_terminal_or_yes_prints_the_plan_and_exits_2() {
     let events = test.events(&run);
     assert!(of_type(&events, "attempt_started").is_empty(), "{events:#?}");
     assert_eq!(of_type(&events, "planned").len(), 1, "{events:#?}");
+    // The unconfirmed run is over: a resume does not run it unasked.
+    assert_eq!(events.last().unwrap()["state"], "cancelled", "{events:#?}");
+    let resumed = test.swarm_within(&["resume", &run]);
+    assert_eq!(resumed.status.code(), Some(2), "{}", stderr(&resumed));
+    assert!(stderr(&resumed).contains("was cancelled"), "{}", stderr(&resumed));
+    assert_eq!(test.model_requests().len(), 2);
 }
 
 #[test]

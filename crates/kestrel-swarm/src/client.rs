@@ -194,6 +194,15 @@ impl Daemon {
         }
     }
 
+    /// Waits until the daemon has handled what this client sent before (it handles a
+    /// client's messages in order): a notification is only queued when `notify` returns.
+    pub async fn flush(&self) {
+        let connection = self.link.lock().await.clone();
+        if let Some(connection) = connection {
+            let _ = connection.request("session/list", json!({})).await;
+        }
+    }
+
     /// Stops receiving the session's updates (it keeps running).
     pub async fn detach(&self, session: &SessionId) {
         self.unwatch(session);

@@ -99,10 +99,10 @@ impl Run {
         }
     }
 
-    /// The log itself. Never call it inside an argument of [`Run::emit`]: the guard
-    /// lives to the end of the statement and `emit` takes it again (a deadlock); the
-    /// accessors below return owned values.
-    pub fn log(&self) -> MutexGuard<'_, EventLog> {
+    /// The log itself. Private: a guard taken inside an argument of [`Run::emit`] lives
+    /// to the end of the statement and `emit` takes it again (a deadlock); the accessors
+    /// below return owned values.
+    fn log(&self) -> MutexGuard<'_, EventLog> {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -123,6 +123,22 @@ impl Run {
     /// Whether an event the log holds matches `check`.
     pub fn any_event(&self, check: impl Fn(&SwarmEvent) -> bool) -> bool {
         self.log().entries().iter().any(|entry| check(&entry.event))
+    }
+
+    /// The planner's graph: stored as the run's `graph.toml`, then used.
+    pub fn set_graph(&self, graph: &SwarmGraph) -> Result<(), SwarmError> {
+        let mut log = self.log();
+        log.dir().write_graph(graph)?;
+        log.set_graph(graph.clone());
+        Ok(())
+    }
+
+    /// The base branch the run started from.
+    pub fn base(&self) -> Option<String> {
+        self.log().entries().iter().find_map(|entry| match &entry.event {
+            SwarmEvent::RunStarted { base, .. } => Some(base.clone()),
+            _ => None,
+        })
     }
 
     /// Where verifications write their logs.

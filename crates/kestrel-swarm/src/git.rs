@@ -195,12 +195,27 @@ impl Git {
         // A directory left by a worktree git no longer knows.
         self.run(&["worktree", "prune"]).await?;
         let path_text = path.to_string_lossy();
-        if self.branch_exists(branch).await? {
-            self.run(&["worktree", "add", "--force", &path_text, branch]).await?;
-        } else {
-            self.run(&["worktree", "add", "--force", "-b", branch, &path_text, start]).await?;
+        let mut tries = 0;
+        loop {
+            let result = if self.branch_exists(branch).await? {
+                self.run(&["worktree", "add", "--force", &path_text, branch]).await
+            } else {
+                self.run(&["worktree", "add", "--force", "-b", branch, &path_text, start]).await
+            };
+            match result {
+                // Another orchestrator in this repository was adding a worktree at that
+                // moment (its admin files half written): try again shortly.
+                Err(SwarmError::Git { message, .. })
+                    if message.contains("commondir")
+                        && tries < 10
+                        && !path.join(".git").exists() =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other.map(|_| ()),
+            }
         }
-        Ok(())
     }
 
     /// Removes the worktree at `path` (its branch stays).

@@ -147,10 +147,17 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
                     setup: Vec::new(),
                     tasks,
                 };
-                run.log().dir().write_graph(&graph)?;
-                run.log().set_graph(graph.clone());
+                run.set_graph(&graph)?;
                 run.emit(SwarmEvent::Planned { tasks: graph.tasks.len() })?;
                 if !confirm(&graph, request.yes, launch.console.as_ref())? {
+                    // Not confirmed: the run ends here (a resume must not run it unasked).
+                    let cost_usd = run.view().usage().cost_usd;
+                    run.emit(SwarmEvent::RunFinished {
+                        state: RunEnd::Cancelled,
+                        land: format!("git merge {}", run.branch),
+                        branch: run.branch.clone(),
+                        cost_usd,
+                    })?;
                     return Ok(2);
                 }
             }
@@ -158,7 +165,7 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
                 run.emit(SwarmEvent::PlanFailed { reasons: reasons.clone() })?;
                 // Nothing can run: the run ends here rather than stay `interrupted`,
                 // which says a resume would continue it.
-                let cost_usd = run.log().view().usage().cost_usd;
+                let cost_usd = run.view().usage().cost_usd;
                 run.emit(SwarmEvent::RunFinished {
                     state: RunEnd::Failed,
                     land: format!("git merge {}", run.branch),
@@ -182,10 +189,19 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
 /// `kestrel swarm resume RUN`: rebuilds the state from the events and git, and goes on.
 pub async fn resume(launch: Launch, run: &str) -> Result<i32, SwarmError> {
     let (run, lock) = reopen(&launch, run).await?;
-    let view = run.log().view();
-    if view.ended == Some(RunEnd::Done) {
-        launch.console.note(&format!("run {} is done: nothing to resume", run.id));
-        return Ok(0);
+    let view = run.view();
+    match view.ended {
+        Some(RunEnd::Done) => {
+            launch.console.note(&format!("run {} is done: nothing to resume", run.id));
+            return Ok(0);
+        }
+        Some(RunEnd::Cancelled) => {
+            return Err(SwarmError::Usage(format!(
+                "run {} was cancelled: `kestrel swarm retry {} TASK` gives a task new attempts",
+                run.id, run.id
+            )));
+        }
+        Some(RunEnd::Failed | RunEnd::Budget) | None => {}
     }
     run.emit(SwarmEvent::RunResumed { run: run.id.clone() })?;
     go_on(run, lock, launch.console.as_ref()).await
@@ -195,7 +211,7 @@ pub async fn resume(launch: Launch, run: &str) -> Result<i32, SwarmError> {
 /// attempts, so do the tasks it blocked, and the run goes on.
 pub async fn retry(launch: Launch, run: &str, task: &str) -> Result<i32, SwarmError> {
     let (run, lock) = reopen(&launch, run).await?;
-    let view = run.log().view();
+    let view = run.view();
     let Some(target) = view.task(task) else {
         return Err(SwarmError::Usage(format!("run {} has no task `{task}`", run.id)));
     };
@@ -254,6 +270,7 @@ pub async fn cancel(launch: Launch, run: &str, task: Option<&str>) -> Result<i32
         }
         if let Some(session) = &view_task.live_session {
             daemon.cancel(session).await;
+            daemon.flush().await;
         }
         log.emit(SwarmEvent::TaskCancelled { task: view_task.id.clone() })?;
     }
@@ -390,7 +407,16 @@ fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmEr
     Ok(Models { planner, implementer, reviewer })
 }
 
+/// What the run needs of this machine: the local executor (the Ray one is not built
+/// yet) and an OS sandbox for the verifier.
 fn check_sandbox(config: &Config) -> Result<(), SwarmError> {
+    if let kestrel_store::Executor::Ray(_) = config.swarm.executor {
+        return Err(SwarmError::Usage(
+            "[swarm] executor = \"ray\" is not available in this version: set executor = \"local\" \
+             (or remove it) in config.toml"
+                .into(),
+        ));
+    }
     kestrel_platform::Sandbox::detect(config.sandbox.network).map(|_| ()).map_err(|error| {
         SwarmError::Usage(format!(
             "the verifier runs acceptance commands in the OS sandbox, and {error}"

@@ -182,10 +182,7 @@ async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
     } else {
         RunEnd::Failed
     };
-    let base = run.log().entries().iter().find_map(|entry| match &entry.event {
-        SwarmEvent::RunStarted { base, .. } => Some(base.clone()),
-        _ => None,
-    });
+    let base = run.base();
     let land = format!(
         "git -C {} checkout {} && git -C {} merge {}",
         run.repo.dir().display(),
