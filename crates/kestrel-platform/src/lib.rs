@@ -3,15 +3,20 @@
 
 pub mod files;
 pub mod ipc;
+pub mod limits;
 pub mod memory;
 pub mod process;
 pub mod sandbox;
+#[cfg(unix)]
+pub mod socket_child;
+pub mod started;
 
 #[cfg(unix)]
 pub use files::read_small_regular;
 pub use ipc::{Endpoint, IpcError};
 #[cfg(unix)]
 pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
+pub use limits::{OpenFileLimit, open_descriptors, out_of_files, raise_open_file_limit};
 pub use memory::{ReadOnlyData, release_relocation_table, trim_heap};
 pub use process::{
     ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
@@ -21,3 +26,6 @@ pub use sandbox::{
     METADATA_DEPTH, MetadataWatch, SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy,
     SandboxUnavailable,
 };
+#[cfg(unix)]
+pub use socket_child::{SocketChild, spawn_socket_child};
+pub use started::{group_started_by, process_started_by};

@@ -68,23 +68,32 @@ pub fn stop_mirroring_groups() {
 }
 
 /// Sends `signal` to every group listed in `path` (written by `mirror_groups_to` in a
-/// process that has died), then removes the file. Returns how many groups were still
+/// process that has died), then removes the file. Only a group that existed when the
+/// list was last written is signalled: an id reused since (the list outlived a reboot,
+/// or ids wrapped around) belongs to someone else. Returns how many groups were still
 /// there; a missing file lists none. Fails when the file exists but cannot be read.
 pub fn kill_groups_listed_in(path: &Path, signal: Signal) -> io::Result<usize> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let (text, written) = match std::fs::read_to_string(path)
+        .and_then(|text| Ok((text, std::fs::metadata(path)?.modified()?)))
+    {
+        Ok(read) => read,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(error) => return Err(error),
     };
     let mut killed = 0;
     for id in text.lines().filter_map(|line| line.trim().parse::<u32>().ok()) {
-        if matches!(kill_group(id, signal), Ok(true)) {
+        if crate::started::group_started_by(id, written)
+            && matches!(kill_group(id, signal), Ok(true))
+        {
             killed += 1;
         }
     }
     let _ = std::fs::remove_file(path);
     Ok(killed)
 }
+
+#[cfg(unix)]
+pub(crate) use imp::lead_new_session;
 
 /// Sends `signal` to every process group this process started that may still run.
 /// For a host leaving at once (a second Ctrl+C, SIGTERM): no command it started may
