@@ -3,11 +3,14 @@
 //! attached client, and restarts crashed workers from their records. It links no
 //! model, tool or agent code: messages are relayed mostly as JSON.
 
+mod capacity;
 pub mod client;
 mod client_link;
 mod error;
+mod idle;
 mod log;
 mod messages;
+mod orphans;
 mod permission;
 mod router;
 mod server;

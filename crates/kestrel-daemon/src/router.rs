@@ -3,7 +3,9 @@
 //! the `_kestrel/...` extensions), relayed to a session's worker by `sessionId`, or
 //! turned into an attach (`session/load` of a live session).
 
+use crate::capacity::{Capacity, Slot};
 use crate::client_link::{ClientId, ClientLink};
+use crate::idle::IdleReaper;
 use crate::log::DaemonLog;
 use crate::messages;
 use crate::permission;
@@ -19,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// The daemon's shared state.
@@ -35,6 +37,12 @@ pub(crate) struct Router {
     next_client: AtomicU64,
     /// Since when the daemon has had no session and no client.
     idle_since: Mutex<Option<Instant>>,
+    /// Told when the daemon becomes idle (no session, no client): its exit clock starts.
+    pub(crate) became_idle: Notify,
+    /// Room for workers under the open-file limit.
+    pub(crate) capacity: Arc<Capacity>,
+    /// Wakes the task that stops idle workers.
+    pub(crate) idle: IdleReaper,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -42,7 +50,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Router {
-    pub(crate) fn new(settings: DaemonSettings, log: DaemonLog, socket: String) -> Arc<Self> {
+    pub(crate) fn new(
+        settings: DaemonSettings,
+        log: DaemonLog,
+        socket: String,
+        capacity: Arc<Capacity>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             settings,
             log,
@@ -52,6 +65,9 @@ impl Router {
             clients: Mutex::default(),
             next_client: AtomicU64::new(1),
             idle_since: Mutex::new(Some(Instant::now())),
+            became_idle: Notify::new(),
+            capacity,
+            idle: IdleReaper::default(),
         })
     }
 
@@ -75,6 +91,7 @@ impl Router {
         for session in self.sessions() {
             session.detach(client.id());
         }
+        self.idle.touch();
         self.note_if_idle();
     }
 
@@ -108,7 +125,18 @@ impl Router {
     fn note_if_idle(&self) {
         if lock(&self.sessions).is_empty() && lock(&self.clients).is_empty() {
             lock(&self.idle_since).get_or_insert_with(Instant::now);
+            self.became_idle.notify_one();
         }
+    }
+
+    /// A slot for one more worker, or the refusal (logged) naming the limit and the fix.
+    fn reserve_worker(&self, what: &str) -> Result<Slot, RpcError> {
+        let clients = lock(&self.clients).len();
+        self.capacity.reserve(clients).inspect_err(|_| {
+            self.log.line(format!(
+                "{what} refused: the open-file limit leaves no room for another worker"
+            ));
+        })
     }
 
     /// How long the daemon has had no session and no client (`None`: it has some).
@@ -155,6 +183,7 @@ impl Router {
                 let result = session_id(&params).map(|session_id| {
                     if let Some(session) = self.session(session_id) {
                         session.detach(client.id());
+                        self.idle.touch();
                     }
                     json!({})
                 });
@@ -223,12 +252,20 @@ impl Router {
             );
             return;
         }
+        let slot = match self.reserve_worker("session/new") {
+            Ok(slot) => slot,
+            Err(error) => {
+                client.respond(id, Err(error));
+                return;
+            }
+        };
         let session = LiveSession::new(None, load_params(&params, None));
         session.attach(client);
         supervisor::launch(
             self.clone(),
             session,
             Bootstrap::New { client: client.clone(), id, params },
+            slot,
         );
     }
 
@@ -288,6 +325,13 @@ impl Router {
                 client.respond(id, Err(error));
                 return;
             }
+            let slot = match self.reserve_worker("session/load") {
+                Ok(slot) => slot,
+                Err(error) => {
+                    client.respond(id, Err(error));
+                    return;
+                }
+            };
             let session =
                 LiveSession::new(Some(session_id.clone()), load_params(&params, Some(&session_id)));
             session.attach(client);
@@ -296,6 +340,7 @@ impl Router {
                     self.clone(),
                     session,
                     Bootstrap::Load { client: client.clone(), id, params },
+                    slot,
                 );
                 return;
             }
@@ -394,9 +439,11 @@ impl Router {
     /// the child's id once it exists; the child's turn runs on, attachable like any other.
     pub(crate) async fn spawn_child(self: &Arc<Self>, spawn: Value) -> Result<Value, RpcError> {
         let params = supervisor::child_new_params(&spawn)?;
+        let slot = self.reserve_worker("_kestrel/session/spawn")?;
         let session = LiveSession::new(None, load_params(&params, None));
         let (reply, answer) = oneshot::channel();
-        supervisor::launch(self.clone(), session.clone(), Bootstrap::Spawn { params, reply });
+        let bootstrap = Bootstrap::Spawn { params, reply };
+        supervisor::launch(self.clone(), session.clone(), bootstrap, slot);
         let child_id = answer.await.unwrap_or_else(|_| Err(RpcError::closed()))?;
         // All or nothing: a child that cannot be set up and prompted is closed, not left
         // live without a turn (its worker exits and it leaves the router).

@@ -1,17 +1,20 @@
-//! The daemon's main loop: bind the socket, serve each client on its own task, stop on
+//! The daemon's main loop: raise the open-file limit, bind the socket, sweep what dead
+//! workers left running, serve each client on its own task, stop on
 //! `_kestrel/daemon/stop`, SIGTERM/SIGINT or after `idle_exit` with no session and no
 //! client; on the way out every worker is asked to exit and killed after a grace.
 
 use crate::DaemonError;
+use crate::capacity::Capacity;
 use crate::log::DaemonLog;
 use crate::router::Router;
 use crate::settings::DaemonSettings;
 use crate::severable::Severable;
+use crate::{idle, orphans};
 use kestrel_platform::{Endpoint, IpcStream, Listener};
 use kestrel_protocol::jsonrpc::{Connection, Incoming};
 use kestrel_store::ensure_dir;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Runs the daemon until it is stopped or idles out. Must be called inside a tokio
@@ -23,6 +26,8 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
     let logs = settings.home.logs_dir();
     ensure_dir(&logs)?;
     let log = DaemonLog::open(&logs.join("daemon.log"));
+    // Raised before anything is open: each worker costs a descriptor.
+    let limit = kestrel_platform::raise_open_file_limit();
     let endpoint = Endpoint::new(&settings.home.run_dir());
     let listener = match Listener::bind(&endpoint) {
         Ok(listener) => listener,
@@ -37,23 +42,39 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
         settings.worker_idle,
         settings.idle_exit
     ));
+    let capacity = Capacity::new(limit.as_ref().ok().copied());
+    log.line(describe_limit(&limit, &capacity));
+    // Only the daemon holding the pid lock gets here: no other supervises this home.
+    if orphans::sweep(&settings.home, &log) > 0 {
+        let (home, second_log) = (settings.home.clone(), logs.join("daemon.log"));
+        tokio::spawn(async move {
+            tokio::time::sleep(orphans::SECOND_LOOK).await;
+            orphans::sweep(&home, &DaemonLog::open(&second_log));
+        });
+    }
     let socket = endpoint.socket_path().display().to_string();
     let idle_exit = settings.idle_exit;
-    let router = Router::new(settings, log, socket);
+    let router = Router::new(settings, log, socket, capacity);
     spawn_signal_handlers(&router)?;
-    let period = (idle_exit / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
-    let mut ticker = tokio::time::interval(period);
+    tokio::spawn(idle::run(router.clone()));
     let mut listener = listener;
     loop {
+        // No timer while the daemon has sessions or clients: it sleeps until it is idle.
+        let exit_at = router.idle_for().map(|idle| Instant::now() + idle_exit.saturating_sub(idle));
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(stream) => {
                     tokio::spawn(serve_client(router.clone(), stream));
                 }
-                Err(error) => router.log.line(format!("accept failed: {error}")),
+                Err(error) => {
+                    router.log.line(format!("accept failed: {error}"));
+                    // Out of descriptors, accept fails at once every time: do not spin.
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
             },
             () = router.shutdown.cancelled() => break,
-            _ = ticker.tick() => {
+            () = router.became_idle.notified() => {}
+            () = sleep_until(exit_at) => {
                 if router.idle_for().is_some_and(|idle| idle >= idle_exit) {
                     router.log.line(format!("no session and no client for {idle_exit:?}: exiting"));
                     break;
@@ -69,6 +90,39 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
     router.log.line("stopped");
     drop(listener);
     Ok(())
+}
+
+/// After a failed accept, before the next.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Sleeps until `at`, or forever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The log line about the open-file limit: raised or not, and what it leaves room for.
+fn describe_limit(
+    limit: &std::io::Result<kestrel_platform::OpenFileLimit>,
+    capacity: &Capacity,
+) -> String {
+    let fit = capacity.sessions_that_fit().map_or_else(String::new, |fit| {
+        format!("; room for about {fit} sessions (one descriptor each)")
+    });
+    match limit {
+        Ok(limit) if limit.now > limit.before => format!(
+            "open files: soft limit raised from {} to {} (the hard limit){fit}",
+            limit.before, limit.now
+        ),
+        Ok(limit) => format!(
+            "open files: limit {} (hard limit {}){fit}",
+            limit.now,
+            limit.hard.map_or_else(|| "unlimited".to_owned(), |hard| hard.to_string())
+        ),
+        Err(error) => format!("open files: cannot read the limit: {error}"),
+    }
 }
 
 /// One client, until it closes its side (or is cut off, or the daemon stops). Its

@@ -1,8 +1,10 @@
 //! A session's worker, supervised: one task per session starts the worker, reads its
-//! stdout in order (relaying updates, answering for it, routing responses), stops it
-//! when it idles with no client, and restarts it with `session/load` when it dies. More
-//! than `max_restarts` restarts within `restart_window` and the session is given up on.
+//! output in order (relaying updates, answering for it, routing responses) and restarts
+//! it with `session/load` when it dies. More than `max_restarts` restarts within
+//! `restart_window` and the session is given up on. (Idle workers are stopped by the
+//! daemon's one idle reaper, `idle.rs`.)
 
+use crate::capacity::Slot;
 use crate::client_link::ClientLink;
 use crate::messages;
 use crate::permission;
@@ -37,15 +39,25 @@ enum Outcome {
     Done,
 }
 
-/// Starts supervising `session` with a new worker whose first request is `bootstrap`.
-pub(crate) fn launch(router: Arc<Router>, session: Arc<LiveSession>, bootstrap: Bootstrap) {
-    tokio::spawn(supervise(router, session, bootstrap));
+/// Starts supervising `session` with a new worker whose first request is `bootstrap`;
+/// the session holds `slot` (its worker's descriptors) until it leaves the daemon.
+pub(crate) fn launch(
+    router: Arc<Router>,
+    session: Arc<LiveSession>,
+    bootstrap: Bootstrap,
+    slot: Slot,
+) {
+    tokio::spawn(async move {
+        supervise(router, session, bootstrap).await;
+        drop(slot);
+    });
 }
 
 async fn supervise(router: Arc<Router>, session: Arc<LiveSession>, mut bootstrap: Bootstrap) {
     loop {
         let log_path = worker_log_path(&router, &session);
-        let (reason, pending) = match worker::start(&router.settings.worker, &log_path) {
+        let limit = router.capacity.workers_limit();
+        let (reason, pending) = match worker::start(&router.settings.worker, &log_path, limit) {
             Ok(started) => {
                 let link = started.link.clone();
                 router.log.line(format!(
@@ -81,7 +93,12 @@ async fn supervise(router: Arc<Router>, session: Arc<LiveSession>, mut bootstrap
                     "worker of session {} {reason}",
                     session.id().unwrap_or("(new)")
                 ));
-                fail_bootstrap(bootstrap, RpcError::internal(format!("the worker {reason}")));
+                let message = if kestrel_platform::out_of_files(&error) {
+                    router.capacity.refusal()
+                } else {
+                    format!("the worker {reason}")
+                };
+                fail_bootstrap(bootstrap, RpcError::internal(message));
                 (reason, Vec::new())
             }
         };
@@ -215,48 +232,48 @@ fn fail_bootstrap(bootstrap: Bootstrap, error: RpcError) {
     }
 }
 
-/// Reads the worker until it closes stdout, then waits for it; returns why it stopped.
+/// Reads the worker until it closes its output, then waits for it; returns why it stopped.
 async fn run_worker(
     router: &Arc<Router>,
     session: &Arc<LiveSession>,
     started: StartedWorker,
 ) -> String {
-    let StartedWorker { mut group, link, mut stdout } = started;
-    let worker_idle = router.settings.worker_idle;
-    let period = (worker_idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        tokio::select! {
-            line = stdout.next() => match line {
-                None => break,
-                Some(WorkerLine::Message(message, raw)) => {
-                    session.state().idle_since = Instant::now();
-                    handle_message(router, session, &link, message, raw);
-                }
-                Some(WorkerLine::Garbage(error)) => {
-                    router.log.line(format!("worker {} wrote a line that is not JSON-RPC: {}", link.pid(), error.message));
-                }
-            },
-            _ = ticker.tick() => stop_if_idle(router, session, &link, worker_idle),
+    let StartedWorker { mut process, link, mut output } = started;
+    while let Some(line) = output.next().await {
+        match line {
+            WorkerLine::Message(message, raw) => {
+                session.state().idle_since = Instant::now();
+                handle_message(router, session, &link, message, raw);
+                // The end of a turn may leave the session idle.
+                router.idle.touch();
+            }
+            WorkerLine::Garbage(error) => {
+                router.log.line(format!(
+                    "worker {} wrote a line that is not JSON-RPC: {}",
+                    link.pid(),
+                    error.message
+                ));
+            }
         }
     }
     link.close_stdin();
-    let status = match tokio::time::timeout(router.settings.stop_grace, group.wait()).await {
+    drop(output);
+    let status = match tokio::time::timeout(router.settings.stop_grace, process.wait()).await {
         Ok(Ok(status)) => Some(status),
         Ok(Err(_)) | Err(_) => {
-            let _ = group.signal(Signal::Kill);
-            group.wait().await.ok()
+            let _ = process.signal(Signal::Kill);
+            process.wait().await.ok()
         }
     };
     // Whatever the worker left running goes with it: its own group, and the groups of
     // the shell commands and MCP servers it started (listed by the worker itself).
-    let _ = kill_group(group.id(), Signal::Kill);
-    let listed = router.settings.home.worker_groups_file(group.id());
+    let _ = kill_group(process.id(), Signal::Kill);
+    let listed = router.settings.home.worker_groups_file(process.id());
     match kestrel_platform::kill_groups_listed_in(&listed, Signal::Kill) {
         Ok(0) => {}
         Ok(killed) => router
             .log
-            .line(format!("killed {killed} process group(s) worker {} left running", group.id())),
+            .line(format!("killed {killed} process group(s) worker {} left running", process.id())),
         Err(error) => router.log.line(format!("cannot read {}: {error}", listed.display())),
     }
     match status {
@@ -266,25 +283,6 @@ async fn run_worker(
             (None, None) => "exited".to_owned(),
         },
         None => "exited (status unknown)".to_owned(),
-    }
-}
-
-fn stop_if_idle(router: &Router, session: &LiveSession, link: &WorkerLink, worker_idle: Duration) {
-    let mut state = session.state();
-    let idle = state.clients.is_empty()
-        && state.permissions.is_empty()
-        && !state.closing
-        && state.idle_since.elapsed() >= worker_idle
-        && session.phase() == Phase::Live
-        && !link.is_busy();
-    if idle {
-        state.closing = true;
-        drop(state);
-        router.log.line(format!(
-            "session {} idle with no client for {worker_idle:?}: stopping its worker",
-            session.id().unwrap_or("?")
-        ));
-        link.close_stdin();
     }
 }
 

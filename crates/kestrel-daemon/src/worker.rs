@@ -1,23 +1,26 @@
-//! One worker process and the daemon's line link to it. The daemon writes through a
-//! bounded queue (closing it closes the worker's stdin, which is how a worker is asked
-//! to exit) and reads the worker's stdout itself, in order: responses are matched to
-//! their [`Pending`] entry at their place in the stream, so an answer is never
-//! delivered ahead of the notifications the worker sent before it.
+//! One worker process and the daemon's link to it: one socket that is the worker's
+//! stdin and stdout (a single descriptor per worker on the daemon's side). The daemon
+//! writes through a bounded queue (shutting the socket's write side closes the worker's
+//! input, which is how a worker is asked to exit) and reads the worker's output itself,
+//! in order: responses are matched to their [`Pending`] entry at their place in the
+//! stream, so an answer is never delivered ahead of the notifications the worker sent
+//! before it. Nothing is buffered for an idle worker.
 
 use crate::client_link::ClientLink;
 use crate::settings::WorkerCommand;
-use kestrel_platform::{ProcessGroup, spawn_group};
+use kestrel_platform::{SocketChild, spawn_socket_child};
 use kestrel_protocol::jsonrpc::{
     MAX_LINE_BYTES, Message, Notification, Request, RequestId, RpcError,
 };
 use serde_json::Value;
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -74,46 +77,43 @@ pub(crate) struct WorkerLink {
     pid: u32,
 }
 
-/// A freshly started worker: its process, the link to it and its stdout to read.
+/// A freshly started worker: its process, the link to it and its output to read.
 pub(crate) struct StartedWorker {
-    pub(crate) group: ProcessGroup,
+    pub(crate) process: SocketChild,
     pub(crate) link: WorkerLink,
-    pub(crate) stdout: WorkerOutput,
+    pub(crate) output: WorkerOutput,
 }
 
-/// Starts `command` as a worker in its own process group: stdin and stdout piped,
-/// stderr appended to `log` (0600).
-///
-/// Fails when the log cannot be opened or the program cannot be started.
-pub(crate) fn start(command: &WorkerCommand, log: &Path) -> std::io::Result<StartedWorker> {
+/// Starts `command` as a worker in its own process group, talking over one socket,
+/// stderr appended to `log` (0600); with `open_file_limit`, the worker's soft
+/// RLIMIT_NOFILE is set back to it. Fails when the log cannot be opened or the program
+/// cannot be started (EMFILE included).
+pub(crate) fn start(
+    command: &WorkerCommand,
+    log: &Path,
+    open_file_limit: Option<u64>,
+) -> std::io::Result<StartedWorker> {
     let mut options = std::fs::OpenOptions::new();
     options.append(true).create(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let stderr = options.open(log)?;
-    let mut process = tokio::process::Command::new(&command.program);
-    process
-        .args(&command.args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
-        .kill_on_drop(false);
-    let mut group = spawn_group(&mut process)?;
-    let child = group.child_mut();
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(std::io::Error::other("the worker's pipes were not set up"));
-    };
+    let mut process = std::process::Command::new(&command.program);
+    process.args(&command.args).stderr(Stdio::from(stderr));
+    let (child, socket) = spawn_socket_child(&mut process, open_file_limit)?;
+    drop(process);
+    let (read, write) = socket.into_split();
     let (lines, queued) = mpsc::channel(WORKER_QUEUE);
     let close = CancellationToken::new();
-    tokio::spawn(write_lines(stdin, queued, close.clone()));
+    tokio::spawn(write_lines(write, queued, close.clone()));
     let link = WorkerLink {
         lines,
         pending: Arc::default(),
         next_id: Arc::new(AtomicI64::new(1)),
         close,
-        pid: group.id(),
+        pid: child.id(),
     };
-    Ok(StartedWorker { group, link, stdout: WorkerOutput::start(stdout) })
+    Ok(StartedWorker { process: child, link, output: WorkerOutput::new(read) })
 }
 
 impl WorkerLink {
@@ -234,7 +234,7 @@ impl WorkerLink {
 }
 
 async fn write_lines(
-    mut stdin: ChildStdin,
+    mut input: OwnedWriteHalf,
     mut lines: mpsc::Receiver<String>,
     close: CancellationToken,
 ) {
@@ -246,24 +246,30 @@ async fn write_lines(
         let Some(mut line) = line else { break };
         line.push('\n');
         let written = tokio::select! {
-            written = stdin.write_all(line.as_bytes()) => written.is_ok(),
+            written = input.write_all(line.as_bytes()) => written.is_ok(),
             () = close.cancelled() => false,
         };
-        if !written || stdin.flush().await.is_err() {
+        if !written {
             break;
         }
     }
-    // Dropping stdin here is what closes the worker's input.
+    // Dropping the write half shuts the socket's write side: the worker's end of input.
 }
 
-/// The worker's stdout, read one message at a time by its own task (so waiting for the
-/// next line can sit in a `select!` without losing a half-read line).
+/// The worker's output, read when the socket is readable: complete lines are taken
+/// from what was read, and only a partial line is kept between reads (so a worker that
+/// says nothing costs no buffer).
 pub(crate) struct WorkerOutput {
-    lines: mpsc::Receiver<WorkerLine>,
+    read: OwnedReadHalf,
+    /// Bytes read after the last complete line.
+    partial: Vec<u8>,
+    /// How far `partial` is known to hold no newline.
+    scanned: usize,
+    ended: bool,
 }
 
-/// Lines read ahead of the supervisor; the worker blocks on its stdout beyond this.
-const READ_AHEAD: usize = 64;
+/// Bytes taken per read (on the stack, for the moment of the read).
+const READ_CHUNK: usize = 16 * 1024;
 
 /// One line from a worker.
 pub(crate) enum WorkerLine {
@@ -274,44 +280,64 @@ pub(crate) enum WorkerLine {
 }
 
 impl WorkerOutput {
-    fn start(stdout: ChildStdout) -> Self {
-        let (sender, lines) = mpsc::channel(READ_AHEAD);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout);
-            while let Some(line) = read_line(&mut reader).await {
+    fn new(read: OwnedReadHalf) -> Self {
+        Self { read, partial: Vec::new(), scanned: 0, ended: false }
+    }
+
+    /// The next line, or `None` at end of file (the worker closed its output or
+    /// exited). A line longer than `MAX_LINE_BYTES` or not UTF-8 ends the stream too (a
+    /// worker that writes such things is broken and is restarted). Cancel-safe.
+    pub(crate) async fn next(&mut self) -> Option<WorkerLine> {
+        loop {
+            while let Some(line) = self.take_line() {
+                let line = String::from_utf8(line).ok()?;
                 let trimmed = line.trim();
                 if trimmed.is_empty() {
                     continue;
                 }
-                let parsed = match Message::parse(trimmed) {
+                return Some(match Message::parse(trimmed) {
                     Ok(message) => WorkerLine::Message(message, trimmed.to_owned()),
                     Err(error) => WorkerLine::Garbage(error),
-                };
-                if sender.send(parsed).await.is_err() {
-                    break;
-                }
+                });
             }
-        });
-        Self { lines }
+            if self.ended || self.partial.len() >= MAX_LINE_BYTES {
+                return None;
+            }
+            if self.read.readable().await.is_err() {
+                return None;
+            }
+            self.read_available();
+        }
     }
 
-    /// The next line, or `None` at end of file (the worker closed stdout or exited).
-    /// Cancel-safe.
-    pub(crate) async fn next(&mut self) -> Option<WorkerLine> {
-        self.lines.recv().await
+    /// The next complete line (without its newline); at end of file, what is left.
+    fn take_line(&mut self) -> Option<Vec<u8>> {
+        let found = self.partial[self.scanned..].iter().position(|byte| *byte == b'\n');
+        let Some(offset) = found else {
+            self.scanned = self.partial.len();
+            if self.ended && !self.partial.is_empty() {
+                self.scanned = 0;
+                return Some(std::mem::take(&mut self.partial));
+            }
+            return None;
+        };
+        let end = self.scanned + offset;
+        let rest = self.partial.split_off(end + 1);
+        let mut line = std::mem::replace(&mut self.partial, rest);
+        line.truncate(end);
+        self.scanned = 0;
+        Some(line)
     }
-}
 
-/// One line, at most `MAX_LINE_BYTES` long; a longer or non-UTF-8 line ends the stream
-/// (a worker that writes such things is broken and is restarted).
-async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Option<String> {
-    let mut buffer = Vec::new();
-    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
-    let read = (&mut *reader).take(limit).read_until(b'\n', &mut buffer).await.ok()?;
-    if read == 0 || (buffer.len() >= MAX_LINE_BYTES && buffer.last() != Some(&b'\n')) {
-        return None;
+    fn read_available(&mut self) {
+        let mut chunk = [0u8; READ_CHUNK];
+        match self.read.try_read(&mut chunk) {
+            Ok(0) => self.ended = true,
+            Ok(read) => self.partial.extend_from_slice(&chunk[..read]),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => self.ended = true,
+        }
     }
-    String::from_utf8(buffer).ok()
 }
 
 #[cfg(test)]
@@ -333,6 +359,42 @@ mod tests {
 
     fn prompt() -> Pending {
         Pending::ChildTurn
+    }
+
+    #[tokio::test]
+    async fn output_lines_are_split_across_reads_and_a_last_unterminated_line_is_kept() {
+        let (ours, mut theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (read, _write) = ours.into_split();
+        let mut output = WorkerOutput::new(read);
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{{\"t\":\"{}\"}}}}",
+            "a".repeat(40_000)
+        );
+        let writer = tokio::spawn(async move {
+            theirs
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n  \nnot json\n")
+                .await
+                .unwrap();
+            theirs.write_all(long.as_bytes()).await.unwrap();
+            theirs.write_all(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"last\"}").await.unwrap();
+        });
+        let Some(WorkerLine::Message(Message::Response { .. }, _)) = output.next().await else {
+            panic!("a response first")
+        };
+        assert!(matches!(output.next().await, Some(WorkerLine::Garbage(_))), "blank lines skipped");
+        let Some(WorkerLine::Message(Message::Notification(long), raw)) = output.next().await
+        else {
+            panic!("the long line")
+        };
+        assert_eq!(long.method, "x");
+        assert_eq!(raw.len(), 40_000 + 48);
+        writer.await.unwrap();
+        let Some(WorkerLine::Message(Message::Notification(last), _)) = output.next().await else {
+            panic!("the last line, ended by end of file")
+        };
+        assert_eq!(last.method, "last");
+        assert!(output.next().await.is_none());
+        assert!(output.partial.capacity() == 0, "nothing kept once all is read");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
