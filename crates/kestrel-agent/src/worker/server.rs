@@ -21,13 +21,14 @@ use crate::{AgentError, AgentEvent, TurnResult};
 use futures_util::future::BoxFuture;
 use kestrel_model::{ClientOptions, ReasoningEffort};
 use kestrel_protocol::jsonrpc::{Connection, Incoming, Notification, Request, RequestId, RpcError};
-use kestrel_protocol::{Mode, SessionId, StopReason, acp};
+use kestrel_protocol::{Mode, RecordEntry, SessionId, StopReason, acp};
 use kestrel_store::{Config, SessionIndex, StoreError, list_sessions_response};
 use kestrel_tools::checkpoint::UndoError;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -254,8 +255,7 @@ impl Server {
         let launch = self.launch(config, cwd, self.options.model.clone());
         let approver = self.approver(&launch.cwd);
         let id = SessionId::from_string(request.session_id.0.to_string());
-        let (session, entries) =
-            resume_session(&launch, &id, approver.clone()).map_err(agent_error)?;
+        let (session, entries) = resume_when_unlocked(&launch, &id, &approver).await?;
         // KESTREL_MODE (a subagent's limit) wins over the mode the record switched to and
         // over a swarm role's mode.
         if let Some(mode) = self.options.mode {
@@ -657,6 +657,35 @@ fn live_session<'a>(
 }
 
 /// The session's directory: absolute, existing, a directory.
+/// How long `session/load` waits for the record's lock: the worker of a daemon killed a
+/// moment ago holds it until it has ended its running command (the shell tool's grace).
+const RECORD_LOCK_WAIT: Duration = Duration::from_secs(10);
+const RECORD_LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// Resumes session `id` once no other process holds its record (waiting at most
+/// [`RECORD_LOCK_WAIT`]; the error then says it waited).
+async fn resume_when_unlocked(
+    launch: &Launch,
+    id: &SessionId,
+    approver: &Arc<ClientApprover>,
+) -> Result<(Session, Vec<RecordEntry>), RpcError> {
+    let deadline = Instant::now() + RECORD_LOCK_WAIT;
+    loop {
+        match resume_session(launch, id, approver.clone()) {
+            Err(AgentError::Store(StoreError::Locked { .. })) if Instant::now() < deadline => {
+                tokio::time::sleep(RECORD_LOCK_RETRY).await;
+            }
+            Err(error @ AgentError::Store(StoreError::Locked { .. })) => {
+                return Err(RpcError::internal(format!(
+                    "{error} (still locked after waiting {}s for it to be released)",
+                    RECORD_LOCK_WAIT.as_secs()
+                )));
+            }
+            result => return result.map_err(agent_error),
+        }
+    }
+}
+
 fn working_dir(cwd: &Path) -> Result<PathBuf, RpcError> {
     if !cwd.is_absolute() {
         return Err(RpcError::invalid_params(format!(
