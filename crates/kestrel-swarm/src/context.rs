@@ -6,7 +6,8 @@ use crate::SwarmError;
 use crate::client::Daemon;
 use crate::events::EventLog;
 use crate::git::Git;
-use kestrel_protocol::swarm::{RunView, SwarmEvent, SwarmGraph, TaskView};
+use crate::verify::{Verification, VerifySpec, verify};
+use kestrel_protocol::swarm::{RunView, SwarmEvent, SwarmGraph, TaskSpec, TaskView};
 use kestrel_store::KestrelHome;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -139,6 +140,32 @@ impl Run {
             SwarmEvent::RunStarted { base, .. } => Some(base.clone()),
             _ => None,
         })
+    }
+
+    /// Runs `task`'s acceptance commands on `commit` in a fresh clone (one of the
+    /// verification slots), logged as `<task>-<attempt>-<kind>.log`.
+    pub async fn verify_commit(
+        &self,
+        task: &TaskSpec,
+        commit: &str,
+        kind: &str,
+        attempt: u32,
+    ) -> Result<Verification, SwarmError> {
+        let Ok(_slot) = self.verifications.acquire().await else {
+            return Err(SwarmError::Usage("the run is stopping".into()));
+        };
+        let graph = self.graph();
+        let spec = VerifySpec {
+            commit,
+            setup: &graph.setup,
+            acceptance: &task.acceptance,
+            timeout: self.verify_timeout,
+            network: self.network,
+        };
+        let name = format!("{}-{attempt}-{kind}", task.id);
+        let scratch = self.workdir.join(".verify").join(&name);
+        let log = self.logs_dir().join(format!("{name}.log"));
+        verify(&self.repo, &spec, &scratch, &log).await
     }
 
     /// Where verifications write their logs.

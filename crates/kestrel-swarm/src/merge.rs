@@ -8,7 +8,6 @@ use crate::SwarmError;
 use crate::context::Run;
 use crate::git::{Git, MergeOutcome};
 use crate::task::TaskEnd;
-use crate::verify::{VerifySpec, verify};
 use kestrel_protocol::swarm::{
     FailedStage, MERGE_TRAILER, SwarmEvent, TaskSpec, TaskState, TaskView, task_branch,
 };
@@ -98,46 +97,26 @@ async fn check_merged(
     attempt: u32,
     commit: &str,
 ) -> Result<Option<TaskEnd>, SwarmError> {
+    let merged = || {
+        run.emit(SwarmEvent::Merged {
+            task: spec.id.clone(),
+            attempt,
+            commit: commit.to_string(),
+        })?;
+        Ok(Some(TaskEnd::Merged))
+    };
     // A merge whose tree is the one just verified (the branch had not moved since the
     // task started) needs no second verification: the same commands ran on the same files.
     if let Some(verified) = view.commit.as_deref()
         && integration.tree(commit).await? == integration.tree(verified).await?
     {
-        run.emit(SwarmEvent::Merged {
-            task: spec.id.clone(),
-            attempt,
-            commit: commit.to_string(),
-        })?;
-        return Ok(Some(TaskEnd::Merged));
+        return merged();
     }
-    let graph = run.graph();
-    let verify_spec = VerifySpec {
-        commit,
-        setup: &graph.setup,
-        acceptance: &spec.acceptance,
-        timeout: run.verify_timeout,
-        network: run.network,
-    };
-    let name = format!("{}-{}-integrate", spec.id, attempt);
-    let scratch = run.workdir.join(".verify").join(&name);
-    let log = run.logs_dir().join(format!("{name}.log"));
-    let result = verify(&run.repo, &verify_spec, &scratch, &log).await?;
-    let Some(reason) = result.failure else {
-        run.emit(SwarmEvent::Merged {
-            task: spec.id.clone(),
-            attempt,
-            commit: commit.to_string(),
-        })?;
-        return Ok(Some(TaskEnd::Merged));
-    };
+    let result = run.verify_commit(spec, commit, "integrate", attempt).await?;
+    let Some(reason) = result.failure else { return merged() };
     if integration.head().await? != commit {
         // Something was merged after it: git is the truth, the merge stays.
-        run.emit(SwarmEvent::Merged {
-            task: spec.id.clone(),
-            attempt,
-            commit: commit.to_string(),
-        })?;
-        return Ok(Some(TaskEnd::Merged));
+        return merged();
     }
     integration.reset_hard(&format!("{commit}^1")).await?;
     if worktree.dir().exists() {

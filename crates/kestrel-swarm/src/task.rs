@@ -8,7 +8,6 @@ use crate::git::Git;
 use crate::merge::merge_task;
 use crate::prompts;
 use crate::turn::{TurnResult, TurnSpec, run_turn};
-use crate::verify::{VerifySpec, verify};
 use kestrel_protocol::swarm::{
     AttemptFailure, FailedStage, SwarmEvent, SwarmRole, SwarmSessionTag, TaskSpec, TaskState,
     TaskView, task_branch,
@@ -290,22 +289,8 @@ impl Driver<'_> {
                 self.spec.id
             )));
         };
-        let Ok(_slot) = self.run.verifications.acquire().await else {
-            return Ok(Some(TaskEnd::Stopped));
-        };
-        let graph = self.run.graph();
-        let spec = VerifySpec {
-            commit: &commit,
-            setup: &graph.setup,
-            acceptance: &self.spec.acceptance,
-            timeout: self.run.verify_timeout,
-            network: self.run.network,
-        };
-        let name = format!("{}-{}-verify", self.spec.id, view.attempt);
-        let scratch = self.run.workdir.join(".verify").join(&name);
-        let log = self.run.logs_dir().join(format!("{name}.log"));
         let result = tokio::select! {
-            result = verify(&self.run.repo, &spec, &scratch, &log) => result?,
+            result = self.run.verify_commit(&self.spec, &commit, "verify", view.attempt) => result?,
             () = self.cancel.cancelled() => return Ok(Some(TaskEnd::Cancelled)),
         };
         let log_text = result.log.display().to_string();
