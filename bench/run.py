@@ -3,7 +3,7 @@
 the scripted model server (and Codex CLI on the same server, where installed), and
 appends the results to bench/RESULTS.md. See bench/README.md.
 
-    python3 bench/run.py [--runs 7] [--only exec,resume,...] [--skip-build] [--codex auto|off|PATH]
+    python3 bench/run.py [--runs 7] [--only exec,resume,swarm,...] [--skip-build] [--codex auto|off|PATH]
                          [--tree DIR] [--note TEXT] [--dry-run] [--rev COMMIT]
 """
 
@@ -19,19 +19,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kbench import recovery, report, scenarios, tui  # noqa: E402
+from kbench import recovery, report, scenarios, swarm, tui  # noqa: E402
 from kbench.agents import find_codex  # noqa: E402
 from kbench.measure import BenchError, Results, run_checked, run_process, use_rusage_helper  # noqa: E402
 
-GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery")
-BENCH_TARGETS = {"replay": "kestrel-store", "sessions": "kestrel-store", "tools": "kestrel-tools"}
+GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery", "swarm")
+# Run only when asked for (`--only swarm`): it takes half an hour on a slow disk.
+SLOW_GROUPS = ("swarm",)
+BENCH_TARGETS = {"replay": "kestrel-store", "sessions": "kestrel-store", "swarm_status": "kestrel-store",
+                 "tools": "kestrel-tools"}
 
 
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="runs per measure (default 7)")
-    parser.add_argument("--only", default=",".join(GROUPS),
-                        help=f"comma-separated groups (default all): {','.join(GROUPS)}")
+    default_groups = [group for group in GROUPS if group not in SLOW_GROUPS]
+    parser.add_argument("--only", default=",".join(default_groups),
+                        help=f"comma-separated groups (default all but {','.join(SLOW_GROUPS)}): "
+                        f"{','.join(GROUPS)}")
     parser.add_argument("--skip-build", action="store_true",
                         help="use the binaries already in the target dir")
     parser.add_argument("--codex", default="auto", help="Codex binary: auto (default), off, or a path")
@@ -157,7 +162,7 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
     results = Results()
     target = target_dir(repo)
     kestrel, scripted = build(repo, target, results, arguments.skip_build)
-    wants_rust = {"store", "tools", "resume", "sessions"} & set(arguments.groups)
+    wants_rust = {"store", "tools", "resume", "sessions", "swarm"} & set(arguments.groups)
     bins = bench_binaries(repo, target, arguments.skip_build) if wants_rust else {}
     ctx = scenarios.Context(repo=repo, kestrel=kestrel, scripted_model=scripted, runs=arguments.runs,
                             work=work, results=results, bench_bins=bins,
@@ -172,6 +177,7 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
         "store": lambda: (scenarios.in_process(ctx, "replay"), scenarios.in_process(ctx, "sessions")),
         "tools": lambda: scenarios.tools(ctx, arguments.tree),
         "recovery": lambda: recovery.restart(ctx),
+        "swarm": lambda: swarm.group(ctx),
     }
     with report.NoiseSampler() as noise:
         for group in GROUPS:

@@ -30,6 +30,10 @@ class ProcessRun:
     exit_code: int
     stdout: str
     stderr: str
+    # The process's own VmHWM (MB) and CPU (ms, children left out), read from /proc
+    # while it ran: only with `hwm=True`.
+    hwm_mb: float = None
+    self_cpu_ms: float = None
 
     @property
     def cpu_ms(self) -> float:
@@ -54,10 +58,11 @@ def use_rusage_helper(work: Path) -> Path:
     return binary
 
 
-def run_process(argv, *, env=None, cwd=None, timeout=120.0, stdin_text=None) -> ProcessRun:
+def run_process(argv, *, env=None, cwd=None, timeout=120.0, stdin_text=None, hwm=False) -> ProcessRun:
     """Runs argv to its end with stdin /dev/null (or `stdin_text`), output to temp files,
     through the rusage helper (wall, CPU and peak RSS of argv alone). The whole process
-    group is killed, and an error raised, after `timeout` s."""
+    group is killed, and an error raised, after `timeout` s. `hwm`: also argv's own
+    VmHWM, polled every 5 ms (peak RSS from wait4 includes the children it waited for)."""
     if _HELPER is None:
         raise BenchError("use_rusage_helper() was not called")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
@@ -67,7 +72,8 @@ def run_process(argv, *, env=None, cwd=None, timeout=120.0, stdin_text=None) -> 
             inp.write(stdin_text.encode())
             inp.seek(0)
         stdin = inp if stdin_text is not None else subprocess.DEVNULL
-        proc = subprocess.Popen([str(_HELPER), usage_file.name, *map(str, argv)], env=env, cwd=cwd,
+        helper = [str(_HELPER), *(["--hwm"] if hwm else []), usage_file.name]
+        proc = subprocess.Popen([*helper, *map(str, argv)], env=env, cwd=cwd,
                                 stdin=stdin, stdout=out, stderr=err, start_new_session=True)
         try:
             proc.wait(timeout=timeout)
@@ -91,7 +97,9 @@ def run_process(argv, *, env=None, cwd=None, timeout=120.0, stdin_text=None) -> 
             raise BenchError(f"{argv[0]}: no usage from the helper ({error}): {stderr[-500:]}")
     return ProcessRun(wall_ms=usage["wall_ms"], user_ms=usage["user_ms"], sys_ms=usage["sys_ms"],
                       maxrss_mb=usage["maxrss_kb"] / 1024.0, exit_code=usage["exit_code"],
-                      stdout=stdout, stderr=stderr)
+                      stdout=stdout, stderr=stderr,
+                      hwm_mb=usage["hwm_kb"] / 1024.0 if "hwm_kb" in usage else None,
+                      self_cpu_ms=usage.get("self_cpu_ms"))
 
 
 def run_checked(argv, **kwargs) -> ProcessRun:

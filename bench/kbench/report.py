@@ -18,6 +18,14 @@ BUDGETS = [
     ("turn overhead, CPU per round trip", ("exec (chat)", "per round trip: CPU"), 2.0, "ms"),
     ("replay of a 100k-item record", ("store API (in-process)", "replay_open: 100000 items"), 300.0, "ms"),
     ("listing 10k sessions", ("sessions (10000 on disk)", "kestrel sessions: wall"), 100.0, "ms"),
+    # The swarm's targets (its issue): orchestration with an instant model.
+    ("swarm: per task, 2k files", ("swarm (orchestration, instant model)",
+                                   "2000 files, workdir on disk: wall per task"), 1.0, "s"),
+    ("swarm: per task, 20k files", ("swarm (orchestration, instant model)",
+                                    "20000 files, workdir on disk: wall per task"), 4.0, "s"),
+    ("swarm: orchestrator peak RSS, 200 tasks × 32", ("swarm (200 tasks, --max-parallel 32, 2000 files)",
+                                                      "workdir on tmpfs: orchestrator peak RSS"), 30.0, "MB"),
+    ("swarm status of a 10k-event run", ("swarm status (10000 events)", "1250 tasks, table: wall"), 50.0, "ms"),
 ]
 
 

@@ -4,7 +4,11 @@
 //! its parts alone, and the cost of one synced `append`.
 //!
 //! `cargo bench -p kestrel-store --bench swarm_status -- [--runs N] [--events 10000]
-//! [--sessions 1000] [--appends 200] [--json]`
+//! [--sessions 1000] [--tasks 50] [--appends 200] [--json]`
+//!
+//! `... -- --generate DIR [--events N] [--sessions N] [--tasks N]` writes such a home
+//! (the run and the sessions) and prints the run's id: bench/run.py times
+//! `kestrel swarm status` on it.
 
 #![allow(clippy::print_stdout)]
 
@@ -17,8 +21,12 @@ use std::fmt::Write as _;
 use std::time::Instant;
 use support::{BenchResult, Flags, report};
 
-/// Tasks in the generated graph; events are spread over them.
+/// Tasks in the generated graph unless `--tasks` says otherwise; events are spread over
+/// them.
 const TASKS: usize = 50;
+
+/// The generated run's id.
+const RUN_ID: &str = "0190aaaa-bench";
 
 fn main() -> BenchResult<()> {
     let flags = Flags::parse(15)?;
@@ -31,12 +39,26 @@ fn main() -> BenchResult<()> {
     let [appends] = flags.counts("--appends", &[200])?[..] else {
         return Err("--appends takes one count".into());
     };
+    let [tasks] = flags.counts("--tasks", &[TASKS])?[..] else {
+        return Err("--tasks takes one count".into());
+    };
+    if tasks == 0 {
+        return Err("--tasks must be at least 1".into());
+    }
+    if let Some(dir) = flags.value("--generate") {
+        let home = KestrelHome::at(std::path::Path::new(dir));
+        let run = generate(&home, events, sessions, tasks)?;
+        // As a user's home would be: the index settled by a first listing.
+        assert_eq!(run.status()?.tasks.len(), tasks);
+        println!("{}", run.run_id());
+        return Ok(());
+    }
     let dir = tempfile::tempdir()?;
     let home = KestrelHome::at(dir.path());
-    let run = generate(&home, events, sessions)?;
+    let run = generate(&home, events, sessions, tasks)?;
     // The first listing may rebuild or compact the index: not what is measured.
     let status = run.status()?;
-    assert_eq!(status.tasks.len(), TASKS);
+    assert_eq!(status.tasks.len(), tasks);
 
     let param = format!("{events} events");
     let runs = flags.runs;
@@ -78,11 +100,16 @@ fn time<T, E: Into<Box<dyn std::error::Error>>>(
     Ok(values)
 }
 
-/// A run of `events` events over [`TASKS`] tasks (attempts, role turns, reviews, merges),
+/// A run of `events` events over `tasks` tasks (attempts, role turns, reviews, merges),
 /// its role sessions among `sessions` sessions in the index.
-fn generate(home: &KestrelHome, events: usize, sessions: usize) -> BenchResult<SwarmRunDir> {
+fn generate(
+    home: &KestrelHome,
+    events: usize,
+    sessions: usize,
+    tasks: usize,
+) -> BenchResult<SwarmRunDir> {
     let mut graph = String::from("goal = \"bench\"\n");
-    for task in 0..TASKS {
+    for task in 0..tasks {
         let depends = if task == 0 { String::new() } else { format!("\"t{}\"", task - 1) };
         write!(
             graph,
@@ -90,7 +117,7 @@ fn generate(home: &KestrelHome, events: usize, sessions: usize) -> BenchResult<S
              depends_on = [{depends}]\nacceptance = [\"cargo test -q\"]\n"
         )?;
     }
-    let run = SwarmRunDir::create(home, "0190aaaa-bench", &graph)?;
+    let run = SwarmRunDir::create(home, RUN_ID, &graph)?;
     let start = Timestamp::now().millis - 3_600_000;
     let at = |n: usize| Timestamp { millis: start + n as i64 * 100 };
     let mut lines = Vec::with_capacity(events);
@@ -104,7 +131,7 @@ fn generate(home: &KestrelHome, events: usize, sessions: usize) -> BenchResult<S
             branch: "kestrel/0190aaaa-bench".into(),
             workdir: "/cache/kestrel/swarm/0190aaaa-bench".into(),
             goal: Some("bench".into()),
-            tasks: TASKS,
+            tasks,
             max_parallel: 4,
             max_attempts: 3,
             max_cost_usd: None,
@@ -113,8 +140,8 @@ fn generate(home: &KestrelHome, events: usize, sessions: usize) -> BenchResult<S
     let mut role_sessions = Vec::new();
     let mut step = 0;
     while lines.len() < events {
-        let task = format!("t{}", step % TASKS);
-        let attempt = u32::try_from(step / TASKS % 3 + 1)?;
+        let task = format!("t{}", step % tasks);
+        let attempt = u32::try_from(step / tasks % 3 + 1)?;
         let implementer = SessionId::from_string(format!("impl-{task}"));
         let reviewer = SessionId::from_string(format!("rev-{task}-{attempt}"));
         role_sessions.extend([implementer.clone(), reviewer.clone()]);
