@@ -28,6 +28,7 @@ fn status(tasks: Vec<TaskStatus>) -> RunStatus {
         branch: Some("kestrel/0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000".into()),
         cost_usd: 0.0369,
         tasks,
+        roles: Vec::new(),
         skipped_events: SkippedEvents::default(),
     }
 }
