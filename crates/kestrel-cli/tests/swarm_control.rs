@@ -416,8 +416,13 @@ const PRICED_CATALOG: &str = r#"{
 
 #[test]
 fn the_budget_stops_new_turns_and_ends_the_run_budget() {
-    let mut steps = implement("greet", &[("hello.txt", "hello\n")]);
-    steps.extend(review("greet", 1, true, &[]));
+    // Three independent tasks, one turn at a time: the other two queue for the slot
+    // and must not start once the first turn used the budget up.
+    let mut steps = Vec::new();
+    for task in ["x", "y", "z"] {
+        steps.extend(implement(task, &[(&format!("{task}.txt"), "x\n")]));
+        steps.extend(review(task, 1, true, &[]));
+    }
     let test = SwarmTest::new(FILES, steps, "");
     let catalog = catalog_support::CatalogServer::start(PRICED_CATALOG);
     let top = format!("catalog_url = \"{}\"", catalog.url);
@@ -428,9 +433,26 @@ fn the_budget_stops_new_turns_and_ends_the_run_budget() {
     let output = test.output_within(command);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(catalog.hits() > 0);
-    let graph = test.graph(ONE_TASK);
+    let three: String = ["x", "y", "z"]
+        .iter()
+        .map(|id| {
+            format!(
+                "[[task]]\nid = \"{id}\"\ntitle = \"{id}\"\nacceptance = [\"test -f {id}.txt\"]\n\n"
+            )
+        })
+        .collect();
+    let graph = test.graph(&three);
 
-    let mut command = test.command(&["swarm", "run", "--graph", &graph, "--max-cost", "0.01"]);
+    let mut command = test.command(&[
+        "swarm",
+        "run",
+        "--graph",
+        &graph,
+        "--max-cost",
+        "0.01",
+        "--max-parallel",
+        "1",
+    ]);
     command.env_remove("KESTREL_CATALOG_URL");
     let output = test.output_within(command);
     let err = stderr(&output);

@@ -191,8 +191,7 @@ acceptance = ["grep -qx hello hello.txt"]
 
 [[task]]
 id = "later"
-title = "Write another file"
-depends_on = ["greet"]
+title = "Write another file (independent: its turns fall in the pause)"
 acceptance = ["test -f later.txt"]
 "#;
     let route = "task=greet role=implementer";
@@ -210,7 +209,8 @@ acceptance = ["test -f later.txt"]
     .when(Some(IMPLEMENTER), Some(route));
     let mut steps = vec![limited, Step::text("done").when(Some(IMPLEMENTER), Some(route))];
     steps.extend(review("greet", 1, true, &[]));
-    steps.extend(implement("later", &[("later.txt", "x\n")]));
+    // Slow enough that its reviewer comes after the other task's 429.
+    steps.extend(swarm_support::implement_slowly("later", &[("later.txt", "x\n")], 300));
     steps.extend(review("later", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let graph = test.graph(two);
@@ -221,7 +221,15 @@ acceptance = ["test -f later.txt"]
     assert_eq!(limited.len(), 1, "{events:#?}");
     assert_eq!(count(&events, "attempt_failed"), 0, "the attempt did not count: {events:#?}");
     assert_eq!(count(&events, "attempt_started"), 2);
-    // No turn of any task started before the pause was over.
+    // No turn of any task started before the pause was over, the other task's
+    // reviewer included.
+    let later_review = events
+        .iter()
+        .position(|e| {
+            e["type"] == "turn_started" && e["task"] == "later" && e["role"] == "reviewer"
+        })
+        .unwrap();
+    assert!(later_review > events.iter().position(|e| e["type"] == "rate_limited").unwrap());
     let until = kestrel_protocol::Timestamp::parse(limited[0]["until"].as_str().unwrap()).unwrap();
     let at = events.iter().position(|e| e["type"] == "rate_limited").unwrap();
     for event in &events[at..] {

@@ -283,9 +283,12 @@ fn a_goal_without_a_terminal_or_yes_prints_the_plan_and_exits_2() {
     let run = test.run_id();
     let events = test.events(&run);
     assert!(of_type(&events, "attempt_started").is_empty(), "{events:#?}");
-    assert_eq!(of_type(&events, "planned").len(), 1, "{events:#?}");
-    // The unconfirmed run is over: a resume does not run it unasked.
+    // `planned` means accepted: no one accepted this plan, and the run is over (its
+    // planner's worktree and the empty branch gone); a resume does not run it unasked.
+    assert!(of_type(&events, "planned").is_empty(), "{events:#?}");
     assert_eq!(events.last().unwrap()["state"], "cancelled", "{events:#?}");
+    assert_eq!(git(test.repo.path(), &["worktree", "list"]).lines().count(), 1);
+    assert!(!git(test.repo.path(), &["branch"]).contains("kestrel/"));
     let resumed = test.swarm_within(&["resume", &run]);
     assert_eq!(resumed.status.code(), Some(2), "{}", stderr(&resumed));
     assert!(stderr(&resumed).contains("was cancelled"), "{}", stderr(&resumed));

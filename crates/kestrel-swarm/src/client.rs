@@ -127,12 +127,22 @@ impl Daemon {
             "_meta": {"kestrel": {"swarm": tag, "model": model, "mode": mode.as_str()}},
         });
         let answer = connection.request("session/new", params).await.map_err(|error| {
-            SwarmError::Daemon(format!(
+            let message = format!(
                 "cannot start the {} session of `{}`: {}",
                 tag.role.as_str(),
                 tag.task,
                 error.message
-            ))
+            );
+            // Sessions run in the daemon, with the environment of the client that
+            // started it: a key set since is not there.
+            if error.message.contains("no API key") {
+                SwarmError::Usage(format!(
+                    "{message} (the daemon has the environment it was started with: \
+                     `kestrel daemon stop`, then run again with the variable set)"
+                ))
+            } else {
+                SwarmError::Daemon(message)
+            }
         })?;
         let response: acp::NewSessionResponse = serde_json::from_value(answer)
             .map_err(|error| SwarmError::Daemon(format!("bad session/new answer: {error}")))?;

@@ -49,6 +49,9 @@ pub struct Run {
     pub merging: tokio::sync::Mutex<()>,
     /// No new turn starts once cancelled (budget, cancel, Ctrl+C, a failed write).
     pub stop: CancellationToken,
+    /// Nothing more happens once cancelled — no turn, no verification, no merge: an
+    /// event could not be written, or a driver failed (see [`Run::halt`]).
+    pub halted: CancellationToken,
     /// Cancels every task (`kestrel swarm cancel RUN`).
     pub cancel: CancellationToken,
     task_cancels: Mutex<HashMap<String, CancellationToken>>,
@@ -93,11 +96,28 @@ impl Run {
             verifications: Semaphore::new(slots),
             merging: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
+            halted: CancellationToken::new(),
             cancel: CancellationToken::new(),
             task_cancels: Mutex::new(HashMap::new()),
             cost: Mutex::new(cost),
             paused_until: Mutex::new(None),
         }
+    }
+
+    /// Stops everything: nothing is merged past the last recorded event.
+    pub fn halt(&self) {
+        self.halted.cancel();
+        self.stop.cancel();
+    }
+
+    /// Whether a turn may start now: not stopped, within the budget, not paused.
+    pub fn may_start_turn(&self) -> Result<bool, SwarmError> {
+        Ok(!self.stop.is_cancelled() && self.within_budget()? && !self.paused())
+    }
+
+    fn paused(&self) -> bool {
+        let until = *self.paused_until.lock().unwrap_or_else(PoisonError::into_inner);
+        until.is_some_and(|until| until > Instant::now())
     }
 
     /// The log itself. Private: a guard taken inside an argument of [`Run::emit`] lives
@@ -111,7 +131,7 @@ impl Run {
     pub fn emit(&self, event: SwarmEvent) -> Result<(), SwarmError> {
         let result = self.log().emit(event);
         if result.is_err() {
-            self.stop.cancel();
+            self.halt();
         }
         result
     }

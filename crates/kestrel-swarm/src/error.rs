@@ -30,6 +30,8 @@ impl SwarmError {
     pub fn exit_code(&self) -> i32 {
         match self {
             SwarmError::Usage(_) => 2,
+            // An unknown or ambiguous run, a run another orchestrator holds, a bad graph.
+            SwarmError::Store(error) if error.is_usage() => 2,
             SwarmError::Git { .. }
             | SwarmError::Store(_)
             | SwarmError::Daemon(_)

@@ -188,21 +188,39 @@ impl Git {
         branch: &str,
         start: &str,
     ) -> Result<(), SwarmError> {
+        let path_text = path.to_string_lossy().into_owned();
+        let with_branch = if self.branch_exists(branch).await? {
+            vec![path_text, branch.to_string()]
+        } else {
+            vec!["-b".to_string(), branch.to_string(), path_text, start.to_string()]
+        };
+        self.add_worktree_with(path, &with_branch).await
+    }
+
+    /// A worktree at `path` on `commit`, detached (the planner's).
+    pub async fn add_detached_worktree(&self, path: &Path, commit: &str) -> Result<(), SwarmError> {
+        let args =
+            ["--detach".to_string(), path.to_string_lossy().into_owned(), commit.to_string()];
+        self.add_worktree_with(path, &args).await
+    }
+
+    /// `git worktree add ARGS`, one at a time in this process. No `--force`: git's own
+    /// guard (a branch checked out elsewhere, e.g. by the user) stands; only a worktree
+    /// of ours whose directory went missing is added over its old entry.
+    async fn add_worktree_with(&self, path: &Path, args: &[String]) -> Result<(), SwarmError> {
         if path.join(".git").exists() {
             return Ok(());
         }
         let _turn = WORKTREES.lock().await;
-        // A directory left by a worktree git no longer knows.
-        self.run(&["worktree", "prune"]).await?;
-        let path_text = path.to_string_lossy();
         let mut tries = 0;
+        let mut force = false;
         loop {
-            let result = if self.branch_exists(branch).await? {
-                self.run(&["worktree", "add", "--force", &path_text, branch]).await
-            } else {
-                self.run(&["worktree", "add", "--force", "-b", branch, &path_text, start]).await
-            };
-            match result {
+            let mut command: Vec<&str> = vec!["worktree", "add"];
+            if force {
+                command.push("--force");
+            }
+            command.extend(args.iter().map(String::as_str));
+            match self.run(&command).await {
                 // Another orchestrator in this repository was adding a worktree at that
                 // moment (its admin files half written): try again shortly.
                 Err(SwarmError::Git { message, .. })
@@ -212,6 +230,11 @@ impl Git {
                 {
                     tries += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(SwarmError::Git { message, .. })
+                    if message.contains("missing but") && !force =>
+                {
+                    force = true;
                 }
                 other => return other.map(|_| ()),
             }
@@ -225,7 +248,6 @@ impl Git {
         if path.exists() {
             self.run(&["worktree", "remove", "--force", "--force", &path_text]).await?;
         }
-        self.run(&["worktree", "prune"]).await?;
         Ok(())
     }
 

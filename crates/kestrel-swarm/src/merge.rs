@@ -48,6 +48,9 @@ pub async fn merge_task(
     worktree: &Git,
 ) -> Result<Option<TaskEnd>, SwarmError> {
     let _turn = run.merging.lock().await;
+    if run.halted.is_cancelled() {
+        return Ok(Some(TaskEnd::Stopped));
+    }
     let integration = prepare_integration(run).await?;
     // Git first: a merge of this task may exist whose event was lost.
     let merged = integration.swarm_merges(&run.branch, &run.id).await?;
@@ -68,9 +71,7 @@ pub async fn merge_task(
             integration.merge_abort().await?;
             // The implementer resolves it in its worktree: the integration branch merged
             // there, markers in place.
-            let _ = worktree
-                .merge(&run.branch, &format!("Merge {} into {}", run.branch, spec.id))
-                .await?;
+            merge_into_worktree(run, spec, worktree).await?;
             let reason = format!("merging into {} conflicted in {}", run.branch, files.join(", "));
             run.emit(SwarmEvent::AttemptFailed {
                 task: spec.id.clone(),
@@ -120,9 +121,7 @@ async fn check_merged(
     }
     integration.reset_hard(&format!("{commit}^1")).await?;
     if worktree.dir().exists() {
-        worktree.merge_abort().await?;
-        let _ =
-            worktree.merge(&run.branch, &format!("Merge {} into {}", run.branch, spec.id)).await?;
+        merge_into_worktree(run, spec, worktree).await?;
     }
     run.emit(SwarmEvent::AttemptFailed {
         task: spec.id.clone(),
@@ -149,5 +148,16 @@ pub async fn reconcile(run: &Run) -> Result<(), SwarmError> {
         let worktree = Git::new(run.workdir.join(&task));
         check_merged(run, &spec, &view, &worktree, &integration, attempt, &commit).await?;
     }
+    Ok(())
+}
+
+/// Merges the integration branch into a task's worktree (conflicts left in place for its
+/// implementer). The worktree holds only committed work at this point; what a killed git
+/// command or another client left in it is cleared first.
+async fn merge_into_worktree(run: &Run, spec: &TaskSpec, worktree: &Git) -> Result<(), SwarmError> {
+    clear_stale_lock(worktree).await;
+    worktree.merge_abort().await?;
+    worktree.reset_hard("HEAD").await?;
+    worktree.merge(&run.branch, &format!("Merge {} into {}", run.branch, spec.id)).await?;
     Ok(())
 }

@@ -28,10 +28,7 @@ pub enum Planned {
 /// Asks the planner for a graph reaching `goal`, from `base_commit`.
 pub async fn plan(run: &Run, goal: &str, base_commit: &str) -> Result<Planned, SwarmError> {
     let dir = run.workdir.join(".plan");
-    if !dir.join(".git").exists() {
-        let path = dir.to_string_lossy();
-        run.repo.run(&["worktree", "add", "--force", "--detach", &path, base_commit]).await?;
-    }
+    run.repo.add_detached_worktree(&dir, base_commit).await?;
     let cancel = CancellationToken::new();
     let mut session: Option<SessionId> = None;
     let mut reasons: Vec<String> = Vec::new();

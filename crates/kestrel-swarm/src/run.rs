@@ -103,6 +103,11 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
     let models = choose_models(&config, goal_mode)?;
     check_sandbox(&config)?;
     if request.dry_run {
+        if goal_mode {
+            return Err(SwarmError::Usage(
+                "--dry-run needs --graph FILE (a goal has no graph before its planner runs)".into(),
+            ));
+        }
         launch.console.print(&order(&graph));
         return Ok(0);
     }
@@ -113,6 +118,8 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
     let max_parallel = launch.max_parallel.unwrap_or(config.swarm.max_parallel);
     let workdir = config.swarm.workdir.join(&run_id);
     let branch = integration_branch(&run_id);
+    // The branch first: a run whose start is recorded always has it.
+    repo.ensure_branch(&branch, &base_commit).await?;
     let mut log = EventLog::new(dir, &run_id, graph.clone(), Vec::new(), launch.console.clone());
     log.emit(SwarmEvent::RunStarted {
         run: run_id.clone(),
@@ -127,7 +134,6 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
         max_attempts: config.swarm.max_attempts,
         max_cost_usd: launch.max_cost,
     })?;
-    repo.ensure_branch(&branch, &base_commit).await?;
     let run = Arc::new(Run::new(parts(
         launch,
         &config,
@@ -148,30 +154,19 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
                     tasks,
                 };
                 run.set_graph(&graph)?;
-                run.emit(SwarmEvent::Planned { tasks: graph.tasks.len() })?;
                 if !confirm(&graph, request.yes, launch.console.as_ref())? {
                     // Not confirmed: the run ends here (a resume must not run it unasked).
-                    let cost_usd = run.view().usage().cost_usd;
-                    run.emit(SwarmEvent::RunFinished {
-                        state: RunEnd::Cancelled,
-                        land: format!("git merge {}", run.branch),
-                        branch: run.branch.clone(),
-                        cost_usd,
-                    })?;
+                    end_unplanned(&run, RunEnd::Cancelled).await?;
                     return Ok(2);
                 }
+                // `planned` says the graph was accepted: a resume runs only such a plan.
+                run.emit(SwarmEvent::Planned { tasks: graph.tasks.len() })?;
             }
             Planned::Refused(reasons) => {
                 run.emit(SwarmEvent::PlanFailed { reasons: reasons.clone() })?;
                 // Nothing can run: the run ends here rather than stay `interrupted`,
                 // which says a resume would continue it.
-                let cost_usd = run.view().usage().cost_usd;
-                run.emit(SwarmEvent::RunFinished {
-                    state: RunEnd::Failed,
-                    land: format!("git merge {}", run.branch),
-                    branch: run.branch.clone(),
-                    cost_usd,
-                })?;
+                end_unplanned(&run, RunEnd::Failed).await?;
                 return Err(SwarmError::Usage(format!(
                     "the planner gave no valid plan:\n  - {}",
                     reasons.join("\n  - ")
@@ -307,18 +302,37 @@ async fn reopen(launch: &Launch, query: &str) -> Result<(Arc<Run>, RunLock), Swa
     let models = choose_models(&config, graph.tasks.is_empty())?;
     check_sandbox(&config)?;
     launch.console.note(&format!("run {run_id}"));
-    let max_parallel = launch.max_parallel.unwrap_or(config.swarm.max_parallel);
+    // The run's own limits hold unless the command line says otherwise.
+    let started = log.entries().iter().find_map(|entry| match &entry.event {
+        SwarmEvent::RunStarted { max_parallel, max_cost_usd, .. } => {
+            Some((*max_parallel, *max_cost_usd))
+        }
+        _ => None,
+    });
+    let max_parallel = launch
+        .max_parallel
+        .or(started.map(|(parallel, _)| parallel))
+        .unwrap_or(config.swarm.max_parallel);
+    let mut launch = launch.clone();
+    launch.max_cost = launch.max_cost.or(started.and_then(|(_, cost)| cost));
     let parts =
-        parts(launch, &config, &run_id, repo, PathBuf::from(workdir), models, log, max_parallel)?;
+        parts(&launch, &config, &run_id, repo, PathBuf::from(workdir), models, log, max_parallel)?;
     Ok((Arc::new(Run::new(parts)), lock))
 }
 
 async fn go_on(run: Arc<Run>, lock: RunLock, console: &dyn Console) -> Result<i32, SwarmError> {
-    if run.graph().tasks.is_empty() {
+    let goal_run = run.any_event(|event| matches!(event, SwarmEvent::RunStarted { tasks: 0, .. }));
+    let planned = run.any_event(|event| matches!(event, SwarmEvent::Planned { .. }));
+    if run.graph().tasks.is_empty() || (goal_run && !planned) {
         return Err(SwarmError::Usage(format!(
-            "run {} has no plan yet (its planner never finished): start a new run",
+            "run {} has no accepted plan (its planner never finished, or no one confirmed \
+             the plan): start a new run",
             run.id
         )));
+    }
+    // A run killed right after its start may lack its branch: made again from its base.
+    if let Some(base_commit) = run.view().base_commit {
+        run.repo.ensure_branch(&run.branch, &base_commit).await?;
     }
     crate::merge::reconcile(&run).await?;
     let outcome = schedule(Arc::clone(&run)).await?;
@@ -473,4 +487,18 @@ fn report(run: &Run, outcome: Outcome, console: &dyn Console) {
 /// A TOML basic string.
 fn toml_string(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+/// Ends a GOAL run whose plan will not run: its planner's worktree and the empty
+/// integration branch go (nothing was merged), and `run_finished` says how it ended.
+async fn end_unplanned(run: &Run, state: RunEnd) -> Result<(), SwarmError> {
+    crate::cleanup::remove_worktrees(run).await;
+    let _ = run.repo.run(&["branch", "-D", &run.branch]).await;
+    let cost_usd = run.view().usage().cost_usd;
+    run.emit(SwarmEvent::RunFinished {
+        state,
+        land: "nothing to land".to_string(),
+        branch: run.branch.clone(),
+        cost_usd,
+    })
 }

@@ -57,18 +57,18 @@ pub async fn schedule(run: Arc<Run>) -> Result<Outcome, SwarmError> {
                     }
                     Ok((id, Err(failure))) => {
                         active.remove(&id);
-                        run.stop.cancel();
+                        run.halt();
                         error.get_or_insert(failure);
                     }
                     Err(join_error) => {
-                        run.stop.cancel();
+                        run.halt();
                         error.get_or_insert(SwarmError::Daemon(format!("a task driver died: {join_error}")));
                     }
                 }
             }
             _ = poll.tick() => {
                 if let Err(failure) = hear_requests(&run) {
-                    run.stop.cancel();
+                    run.halt();
                     error.get_or_insert(failure);
                 }
             }
@@ -89,11 +89,11 @@ pub async fn schedule(run: Arc<Run>) -> Result<Outcome, SwarmError> {
 /// Tasks that may start now: ready, not in flight, sharing no file with one in flight.
 fn startable(run: &Run, graph: &SwarmGraph, active: &BTreeSet<String>) -> Vec<String> {
     let view = run.view();
-    let mut busy_files: BTreeSet<String> = graph
+    let mut busy_files: Vec<String> = graph
         .tasks
         .iter()
         .filter(|task| active.contains(&task.id))
-        .flat_map(|task| task.files.iter().cloned())
+        .flat_map(|task| task.files.iter().map(|file| normal_path(file)))
         .collect();
     let mut start = Vec::new();
     for id in graph.order() {
@@ -102,13 +102,28 @@ fn startable(run: &Run, graph: &SwarmGraph, active: &BTreeSet<String>) -> Vec<St
             continue;
         }
         let Some(spec) = graph.task(&id) else { continue };
-        if spec.files.iter().any(|file| busy_files.contains(file)) {
+        let files: Vec<String> = spec.files.iter().map(|file| normal_path(file)).collect();
+        if files.iter().any(|file| busy_files.iter().any(|busy| overlaps(file, busy))) {
             continue;
         }
-        busy_files.extend(spec.files.iter().cloned());
+        busy_files.extend(files);
         start.push(id);
     }
     start
+}
+
+/// A `files` hint as a plain relative path: `./src/a.py` and `src/a.py/` are `src/a.py`.
+fn normal_path(file: &str) -> String {
+    let mut path = file.trim();
+    while let Some(rest) = path.strip_prefix("./") {
+        path = rest;
+    }
+    path.trim_end_matches('/').to_string()
+}
+
+/// Two hints name the same place when equal or when one is a directory holding the other.
+fn overlaps(a: &str, b: &str) -> bool {
+    a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
 }
 
 /// Every task waiting on a failed, blocked or cancelled one is blocked, naming it.
@@ -196,4 +211,20 @@ async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
         crate::cleanup::remove_worktrees(run).await;
     }
     Ok(Outcome::Ended(end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{normal_path, overlaps};
+
+    #[test]
+    fn file_hints_overlap_by_path_not_by_spelling() {
+        assert_eq!(normal_path(" ./src/a.py "), "src/a.py");
+        assert_eq!(normal_path("src/"), "src");
+        assert!(overlaps(&normal_path("./src/a.py"), &normal_path("src/a.py")));
+        assert!(overlaps("src", "src/a.py"));
+        assert!(overlaps("src/a.py", "src"));
+        assert!(!overlaps("src/a.py", "src/ab.py"));
+        assert!(!overlaps("src2", "src/a.py"));
+    }
 }

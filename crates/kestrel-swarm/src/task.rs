@@ -65,6 +65,9 @@ pub async fn drive(run: &Run, id: &str) -> Result<TaskEnd, SwarmError> {
     let worktree = run.workdir.join(id);
     let driver = Driver { run, spec, worktree: Git::new(&worktree), path: worktree, cancel };
     loop {
+        if run.halted.is_cancelled() {
+            return Ok(TaskEnd::Stopped);
+        }
         if driver.cancel.is_cancelled() {
             run.emit(SwarmEvent::TaskCancelled { task: id.to_string() })?;
             return Ok(TaskEnd::Cancelled);
@@ -269,12 +272,18 @@ impl Driver<'_> {
             }
             Err(reason) => (false, vec![reason]),
         };
-        self.run.emit(SwarmEvent::Reviewed {
-            task: self.id(),
-            attempt: view.attempt,
-            approve,
-            findings: findings.clone(),
-        })?;
+        let (task, attempt) = (self.id(), view.attempt);
+        let reviewed = self.run.any_event(|event| {
+            matches!(event, SwarmEvent::Reviewed { task: t, attempt: a, .. } if *t == task && *a == attempt)
+        });
+        if !reviewed {
+            self.run.emit(SwarmEvent::Reviewed {
+                task: self.id(),
+                attempt,
+                approve,
+                findings: findings.clone(),
+            })?;
+        }
         if approve {
             return Ok(None);
         }

@@ -57,11 +57,18 @@ pub async fn run_turn(
             return finish(run, &spec.tag, session, recorded);
         }
     }
-    if run.stop.is_cancelled() || !run.within_budget()? {
-        return Ok(TurnResult::Stopped);
-    }
-    run.wait_for_pause().await;
-    let Ok(_slot) = run.turns.acquire().await else { return Ok(TurnResult::Stopped) };
+    // The budget and a rate-limit pause are checked again once a slot is had: turns
+    // queued for a slot must not start past them.
+    let _slot = loop {
+        if run.stop.is_cancelled() || !run.within_budget()? {
+            return Ok(TurnResult::Stopped);
+        }
+        run.wait_for_pause().await;
+        let Ok(slot) = run.turns.acquire().await else { return Ok(TurnResult::Stopped) };
+        if run.may_start_turn()? {
+            break slot;
+        }
+    };
     if cancel.is_cancelled() {
         return Ok(TurnResult::Cancelled);
     }
@@ -72,13 +79,21 @@ pub async fn run_turn(
             run.daemon.new_session(spec.cwd, &spec.tag, spec.model, mode).await?
         }
     };
-    run.emit(SwarmEvent::TurnStarted {
-        task: spec.tag.task.clone(),
-        role: spec.tag.role,
-        attempt: spec.tag.attempt,
-        session: session.clone(),
-        model: spec.model.to_string(),
-    })?;
+    // A resumed run taking over a turn it announced already says nothing new.
+    let announced = run.any_event(|event| {
+        matches!(event, SwarmEvent::TurnStarted { task, role, attempt, session: s, .. }
+            if *task == spec.tag.task && *role == spec.tag.role
+                && *attempt == spec.tag.attempt && *s == session)
+    });
+    if !announced {
+        run.emit(SwarmEvent::TurnStarted {
+            task: spec.tag.task.clone(),
+            role: spec.tag.role,
+            attempt: spec.tag.attempt,
+            session: session.clone(),
+            model: spec.model.to_string(),
+        })?;
+    }
     let mut resends = 0;
     let mut rate_limited = 0;
     // A turn that failed on a rate limit is sent again: its failure is not the answer.
@@ -101,6 +116,9 @@ pub async fn run_turn(
         };
         run.daemon.unwatch(&session);
         if cancel.is_cancelled() {
+            // What it spent before the cancel counts.
+            let recorded = recorded_turn(&run.home, &session, &line)?;
+            record_finished(run, &spec.tag, &session, &recorded, "cancelled")?;
             return Ok(TurnResult::Cancelled);
         }
         match end {
@@ -109,7 +127,7 @@ pub async fn run_turn(
                 return finish(run, &spec.tag, &session, recorded);
             }
             PromptEnd::Failed(message)
-                if is_rate_limit(&message) && rate_limited < MAX_RATE_LIMITED =>
+                if is_transient(&message) && rate_limited < MAX_RATE_LIMITED =>
             {
                 rate_limited += 1;
                 failed_is_stale = true;
@@ -128,8 +146,20 @@ pub async fn run_turn(
                 record_finished(run, &spec.tag, &session, &recorded, "failed")?;
                 return Ok(TurnResult::Failed { session, message });
             }
-            // Cancelled by no one here: the worker was restarted mid-turn. Or the
-            // daemon went away. The turn is sent again, a bounded number of times.
+            // Cancelled by no one here: a person cancelled it from another client (the
+            // record says `cancelled`), or its worker was restarted (`interrupted`, or not
+            // closed yet). Or the daemon went away. Only a person's cancel ends the turn.
+            PromptEnd::Stopped(_)
+                if recorded_turn(&run.home, &session, &line)?.ended
+                    == Some(StopReason::Cancelled) =>
+            {
+                let recorded = recorded_turn(&run.home, &session, &line)?;
+                record_finished(run, &spec.tag, &session, &recorded, "cancelled")?;
+                return Ok(TurnResult::Failed {
+                    session,
+                    message: "the turn was cancelled from another client".to_string(),
+                });
+            }
             PromptEnd::Stopped(_) | PromptEnd::Lost => {
                 resends += 1;
                 if resends > MAX_RESENDS {
@@ -307,7 +337,12 @@ fn record_finished(
     })
 }
 
-fn is_rate_limit(message: &str) -> bool {
+/// A failure the provider may not repeat: a rate limit, a server error, a broken
+/// stream. Such a turn is sent again after a pause of the whole run instead of using up
+/// an attempt (a provider's outage would fail every task within seconds).
+fn is_transient(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    lower.contains("429") || lower.contains("rate limit")
+    ["429", "rate limit", "with http 5", "broke off", "timed out", "connection"]
+        .iter()
+        .any(|mark| lower.contains(mark))
 }
