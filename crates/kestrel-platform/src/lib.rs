@@ -7,6 +7,7 @@ pub mod limits;
 pub mod memory;
 pub mod process;
 pub mod sandbox;
+pub mod secrets;
 #[cfg(unix)]
 pub mod socket_child;
 pub mod started;
@@ -26,6 +27,7 @@ pub use sandbox::{
     METADATA_DEPTH, MetadataWatch, SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy,
     SandboxUnavailable,
 };
+pub use secrets::{is_secret_name, remove_secret_variables};
 #[cfg(unix)]
 pub use socket_child::{SocketChild, spawn_socket_child};
 pub use started::{group_started_by, process_started_by};

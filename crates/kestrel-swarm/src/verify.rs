@@ -1,12 +1,13 @@
-//! The verifier (no model): a fresh clone of a commit runs the graph's `setup` commands,
-//! then each acceptance command inside the OS sandbox (writes only in the clone, the
-//! network as `[sandbox] network` says), each within the timeout. Everything printed
-//! goes to a log in the run directory; a failure's head and tail go back to the
-//! implementer.
+//! The verifier (no model): a fresh clone of a commit runs the graph's `setup` commands
+//! (network allowed), then each acceptance command (network as `[sandbox] network` says),
+//! all inside the OS sandbox (writes only in the clone and the temp dirs), without the
+//! variables that look secret, each within the timeout; nothing a command starts
+//! outlives it. Everything printed goes to a log in the run directory; a failure's head
+//! and tail go back to the implementer.
 
 use crate::SwarmError;
 use crate::git::Git;
-use kestrel_platform::{Sandbox, SandboxPolicy, Signal, shell_command, spawn_group};
+use kestrel_platform::{Sandbox, SandboxPolicy, Signal, remove_secret_variables, spawn_group};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -74,30 +75,33 @@ async fn run_all(
         |log: &Path| Verification { failure: None, output: String::new(), log: log.into() };
     let sandbox = Sandbox::detect(spec.network).map_err(|error| {
         SwarmError::Usage(format!(
-            "the verifier runs acceptance commands in the OS sandbox, and {error} \
+            "the verifier runs setup and acceptance commands in the OS sandbox, and {error} \
              (KESTREL_SANDBOX picks a backend)"
         ))
     })?;
     let steps = spec
         .setup
         .iter()
-        .map(|command| (command, false))
-        .chain(spec.acceptance.iter().map(|command| (command, true)));
-    for (command, confined) in steps {
+        .map(|command| (command, Step::Setup))
+        .chain(spec.acceptance.iter().map(|command| (command, Step::Acceptance)));
+    for (command, step) in steps {
         if command.trim().is_empty() {
             continue;
         }
-        let kind = if confined { "acceptance" } else { "setup" };
+        let (kind, network) = match step {
+            Step::Setup => ("setup", true),
+            Step::Acceptance => ("acceptance", spec.network),
+        };
         let start =
             header(&mut file, log, &format!("$ {command}   ({kind}, commit {})", spec.commit))?;
-        let outcome = if confined {
-            let policy = SandboxPolicy::workspace_write(clone, spec.network);
-            match sandbox.command(command, &policy) {
-                Ok(process) => run_one(process, clone, &file, log, spec.timeout).await?,
-                Err(error) => Err(format!("cannot sandbox it: {error}")),
+        // The tree is the model's: setup runs confined like the acceptance commands.
+        let policy = SandboxPolicy::workspace_write(clone, network);
+        let outcome = match sandbox.command(command, &policy) {
+            Ok(process) => run_one(process, clone, &file, log, spec.timeout).await?,
+            Err(error) if network => {
+                Err(format!("cannot sandbox it with the network allowed: {error}"))
             }
-        } else {
-            run_one(shell_command(command), clone, &file, log, spec.timeout).await?
+            Err(error) => Err(format!("cannot sandbox it: {error}")),
         };
         if let Err(why) = outcome {
             header(&mut file, log, &format!("=> {why}"))?;
@@ -113,8 +117,15 @@ async fn run_all(
     Ok(passed(log))
 }
 
+/// Which list a command comes from.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Setup,
+    Acceptance,
+}
+
 /// Runs one command with its output appended to the log; `Err(why)` when it did not
-/// exit 0 in time.
+/// exit 0 in time. Whatever is left of its process group afterwards is killed.
 async fn run_one(
     mut command: tokio::process::Command,
     cwd: &Path,
@@ -132,11 +143,16 @@ async fn run_one(
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
         .env("CI", "true");
+    // The output goes to the log, the run's events and the implementer's next prompt.
+    remove_secret_variables(&mut command);
     let mut group = match spawn_group(&mut command) {
         Ok(group) => group,
         Err(error) => return Ok(Err(format!("could not start: {error}"))),
     };
-    match tokio::time::timeout(timeout, group.wait()).await {
+    let waited = tokio::time::timeout(timeout, group.wait()).await;
+    // Background jobs of a command that exited, or the whole tree of one that timed out.
+    let _ = group.signal(Signal::Kill);
+    match waited {
         Ok(Ok(status)) if status.success() => Ok(Ok(())),
         Ok(Ok(status)) => Ok(Err(match status.code() {
             Some(code) => format!("exited with {code}"),
@@ -144,7 +160,6 @@ async fn run_one(
         })),
         Ok(Err(error)) => Ok(Err(format!("could not be waited for: {error}"))),
         Err(_) => {
-            let _ = group.signal(Signal::Kill);
             let _ = group.terminate(Duration::from_secs(2)).await;
             Ok(Err(format!("timed out after {} s (verify_timeout_s)", timeout.as_secs())))
         }

@@ -276,13 +276,6 @@ impl<R: AsyncRead + Unpin> Pipe<R> {
     }
 }
 
-/// Whether an environment variable's name says it holds a credential (the same rule as
-/// Codex's default shell environment policy: KEY, SECRET or TOKEN, plus PASSWORD).
-pub(crate) fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD"].iter().any(|word| upper.contains(word))
-}
-
 impl Run {
     async fn execute(self, mut command: Command, context: &ToolContext) -> ToolOutput {
         command
@@ -296,11 +289,7 @@ impl Run {
             .env("GIT_TERMINAL_PROMPT", "0");
         // API keys and tokens stay out of commands the model runs: their output goes back
         // to the model and into the record.
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_none_or(is_secret_name) {
-                command.env_remove(&name);
-            }
-        }
+        kestrel_platform::remove_secret_variables(&mut command);
         let mut group = match process::spawn_group(&mut command) {
             Ok(group) => group,
             Err(error) if self.sandboxed => {
