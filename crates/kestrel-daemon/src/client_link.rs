@@ -6,13 +6,17 @@
 //! absorbed. Everything sent to a client goes through the outbox, in order, and counts:
 //! replies, notifications, permission requests and an attaching client's history (which
 //! may pass the limit once, so a long history still arrives whole). What one client can
-//! hold in the daemon is thus the backlog limit plus one history plus its connection's
-//! queue (256 messages); the outbox itself holds at most [`MAX_QUEUED_MESSAGES`].
+//! hold in the daemon is thus the backlog limit plus one history plus what its
+//! connection's own requests wait in (64 KiB); the outbox itself holds at most
+//! [`MAX_QUEUED_MESSAGES`]. One task per client takes the outbox and writes it to the
+//! socket itself, whatever is queued in one write: an update reaches ten attached
+//! clients after ten task wake-ups, not twenty.
 
 use kestrel_protocol::jsonrpc::{Connection, Message, Notification, RequestId, RpcError};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +27,9 @@ pub const MAX_BACKLOG_BYTES: usize = 16 * 1024 * 1024;
 /// Messages that may wait in one client's outbox; past this the client is cut off like
 /// one over its byte backlog.
 pub const MAX_QUEUED_MESSAGES: usize = 65_536;
+
+/// Bytes gathered from the outbox into one write to the socket.
+const WRITE_BATCH: usize = 64 * 1024;
 
 /// A client's id, unique within one daemon's life.
 pub(crate) type ClientId = u64;
@@ -62,16 +69,25 @@ impl std::fmt::Debug for OutboxItem {
 }
 
 impl ClientLink {
-    /// A link writing to `connection` through a fresh outbox task; `gone` ends it.
-    pub(crate) fn start(
+    /// A link writing to `socket` from a fresh outbox task, which also copies what
+    /// `connection` writes (its requests, read from `requests`) to the socket; `gone`
+    /// ends it.
+    pub(crate) fn start<W, R>(
         id: ClientId,
+        socket: W,
         connection: Connection,
+        requests: R,
         gone: CancellationToken,
         max_backlog: usize,
-    ) -> Self {
+    ) -> Self
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+        R: AsyncRead + Unpin + Send + 'static,
+    {
         let (outbox, items) = mpsc::channel(MAX_QUEUED_MESSAGES);
         let backlog = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(drain_outbox(connection, items, backlog.clone(), gone.clone()));
+        let writer = Writer { socket, connection, backlog: backlog.clone(), batch: Vec::new() };
+        tokio::spawn(drain_outbox(writer, requests, items, gone.clone()));
         Self { id, outbox, backlog, max_backlog, gone, notices: AtomicBool::new(false) }
     }
 
@@ -184,39 +200,111 @@ fn notification_line(method: &str, params: Value) -> String {
     Message::Notification(Notification { method: method.to_owned(), params }).to_line()
 }
 
-async fn drain_outbox(
+/// The socket side of one client.
+struct Writer<W> {
+    socket: W,
     connection: Connection,
-    mut items: mpsc::Receiver<OutboxItem>,
     backlog: Arc<AtomicUsize>,
-    gone: CancellationToken,
-) {
-    loop {
-        let item = tokio::select! {
-            item = items.recv() => item,
-            () = gone.cancelled() => None,
-        };
-        let Some(item) = item else { break };
+    /// Lines waiting for one write; emptied (and kept small) after each.
+    batch: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> Writer<W> {
+    /// Takes `item` in order; false once the socket failed.
+    async fn take(&mut self, item: OutboxItem) -> bool {
         match item {
             OutboxItem::Line(line, bytes) => {
-                let sent = tokio::select! {
-                    sent = connection.send_line(line) => sent.is_ok(),
-                    () = gone.cancelled() => false,
-                };
-                backlog.fetch_sub(bytes, Ordering::Relaxed);
-                if !sent {
-                    break;
-                }
+                self.batch.extend_from_slice(line.as_bytes());
+                self.batch.push(b'\n');
+                self.backlog.fetch_sub(bytes, Ordering::Relaxed);
+                true
             }
             OutboxItem::Request { method, params, bytes, reply } => {
-                backlog.fetch_sub(bytes, Ordering::Relaxed);
-                // Everything queued before is already in the connection's queue, so the
-                // request is written after it; its answer is awaited off this loop.
-                let connection = connection.clone();
+                self.backlog.fetch_sub(bytes, Ordering::Relaxed);
+                // Everything queued before is written first; the request itself goes
+                // through the connection (which matches its answer), and is awaited off
+                // this loop.
+                let written = self.flush().await;
+                let connection = self.connection.clone();
                 tokio::spawn(async move {
                     let _ = reply.send(connection.request(&method, params).await);
                 });
+                written
             }
         }
     }
+
+    async fn flush(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let written = self.socket.write_all(&self.batch).await.is_ok();
+        self.batch.clear();
+        if self.batch.capacity() > 4 * WRITE_BATCH {
+            self.batch = Vec::new();
+        }
+        written
+    }
+
+    async fn write_line(&mut self, mut line: String) -> bool {
+        line.push('\n');
+        self.socket.write_all(line.as_bytes()).await.is_ok()
+    }
+}
+
+/// What the writer takes next: from the outbox, or a line the connection wrote.
+enum Next {
+    Item(OutboxItem),
+    Request(String),
+}
+
+async fn drain_outbox<W, R>(
+    mut writer: Writer<W>,
+    requests: R,
+    mut items: mpsc::Receiver<OutboxItem>,
+    gone: CancellationToken,
+) where
+    W: AsyncWrite + Unpin,
+    R: AsyncRead + Unpin,
+{
+    let mut requests = Some(BufReader::new(requests).lines());
+    loop {
+        let next = tokio::select! {
+            item = items.recv() => item.map(Next::Item),
+            line = next_request(&mut requests) => Some(Next::Request(line)),
+            () = gone.cancelled() => None,
+        };
+        let written = match next {
+            None => break,
+            Some(Next::Request(line)) => writer.write_line(line).await,
+            Some(Next::Item(item)) => {
+                let mut written = writer.take(item).await;
+                // Whatever else is queued goes in the same write.
+                while written && writer.batch.len() < WRITE_BATCH {
+                    let Ok(item) = items.try_recv() else { break };
+                    written = writer.take(item).await;
+                }
+                written && writer.flush().await
+            }
+        };
+        if !written {
+            break;
+        }
+    }
+    let _ = writer.socket.shutdown().await;
     gone.cancel();
+}
+
+/// The next line the connection wrote (a request to the client, or its answer to
+/// something unparsable); pending for good once the connection stopped writing.
+async fn next_request<R: AsyncRead + Unpin>(
+    requests: &mut Option<tokio::io::Lines<BufReader<R>>>,
+) -> String {
+    if let Some(lines) = requests
+        && let Ok(Some(line)) = lines.next_line().await
+    {
+        return line;
+    }
+    *requests = None;
+    std::future::pending().await
 }

@@ -71,15 +71,22 @@ impl Router {
         })
     }
 
-    /// A new client on `connection`.
-    pub(crate) fn add_client(
+    /// A new client: messages for it are written to `socket`, and so is what
+    /// `connection` writes (read from `requests`).
+    pub(crate) fn add_client<W, R>(
         &self,
+        socket: W,
         connection: Connection,
+        requests: R,
         gone: CancellationToken,
-    ) -> Arc<ClientLink> {
+    ) -> Arc<ClientLink>
+    where
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    {
         let id = self.next_client.fetch_add(1, Ordering::Relaxed);
-        let client =
-            Arc::new(ClientLink::start(id, connection, gone, self.settings.client_backlog_bytes));
+        let backlog = self.settings.client_backlog_bytes;
+        let client = Arc::new(ClientLink::start(id, socket, connection, requests, gone, backlog));
         lock(&self.clients).insert(id, client.clone());
         *lock(&self.idle_since) = None;
         client

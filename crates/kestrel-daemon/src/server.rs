@@ -92,6 +92,9 @@ pub async fn run(settings: DaemonSettings) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// Bytes of a client connection's own requests waiting to be written.
+const REQUESTS_PIPE: usize = 64 * 1024;
+
 /// After a failed accept, before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -130,9 +133,12 @@ fn describe_limit(
 async fn serve_client(router: Arc<Router>, stream: IpcStream) {
     let gone = CancellationToken::new();
     let (read, write) = stream.into_split();
-    let (connection, mut incoming) =
-        Connection::start(Severable::new(read, &gone), Severable::new(write, &gone));
-    let client = router.add_client(connection, gone.clone());
+    // The connection reads the client and writes only its own requests, into a pipe
+    // the client's writer copies to the socket with everything else.
+    let (requests_in, requests_out) = tokio::io::duplex(REQUESTS_PIPE);
+    let (connection, mut incoming) = Connection::start(Severable::new(read, &gone), requests_in);
+    let socket = Severable::new(write, &gone);
+    let client = router.add_client(socket, connection, requests_out, gone.clone());
     loop {
         let message = tokio::select! {
             message = incoming.recv() => message,
