@@ -19,13 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kbench import recovery, report, scenarios, swarm, tui  # noqa: E402
+from kbench import recovery, report, scale, scenarios, swarm, tui  # noqa: E402
 from kbench.agents import find_codex  # noqa: E402
 from kbench.measure import BenchError, Results, run_checked, run_process, use_rusage_helper  # noqa: E402
 
-GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery", "swarm")
-# Run only when asked for (`--only swarm`): it takes half an hour on a slow disk.
-SLOW_GROUPS = ("swarm",)
+GROUPS = ("build", "tui", "exec", "compare", "resume", "sessions", "store", "tools", "recovery", "swarm",
+          "scale")
+# Run only when asked for (`--only swarm`): it takes half an hour on a slow disk. `scale`
+# runs thousands of sessions for minutes and needs gigabytes of memory.
+SLOW_GROUPS = ("swarm", "scale")
 BENCH_TARGETS = {"replay": "kestrel-store", "sessions": "kestrel-store", "swarm_status": "kestrel-store",
                  "tools": "kestrel-tools"}
 
@@ -178,6 +180,7 @@ def measure(arguments, repo: Path, work: Path, started: float) -> str:
         "tools": lambda: scenarios.tools(ctx, arguments.tree),
         "recovery": lambda: recovery.restart(ctx),
         "swarm": lambda: swarm.group(ctx),
+        "scale": lambda: scale.group(ctx),
     }
     with report.NoiseSampler() as noise:
         for group in GROUPS:

@@ -26,6 +26,14 @@ BUDGETS = [
     ("swarm: orchestrator peak RSS, 200 tasks × 32", ("swarm (200 tasks, --max-parallel 32, 2000 files)",
                                                       "workdir on tmpfs: orchestrator peak RSS"), 30.0, "MB"),
     ("swarm status of a 10k-event run", ("swarm status (10000 events)", "1250 tasks, table: wall"), 50.0, "ms"),
+    # One daemon, thousands of sessions (issue 13).
+    ("scale: daemon RSS, 2,000 sessions", ("scale (2000 live sessions, one daemon)",
+                                           "daemon RSS with 2000 sessions"), 64.0, "MB"),
+    ("scale: Pss per idle worker", ("scale (2000 live sessions, one daemon)", "Pss per idle worker"), 1.5, "MB"),
+    ("scale: burst of 2,000 prompts, p99", ("scale (2000 live sessions, one daemon)",
+                                            "burst: p99 prompt latency"), 5000.0, "ms"),
+    ("scale: update fan-out to 10 clients, p99", ("scale (2000 live sessions, one daemon)",
+                                                  "update fan-out to 10 clients: p99"), 1.0, "ms"),
 ]
 
 
