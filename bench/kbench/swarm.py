@@ -246,6 +246,8 @@ start=$EPOCHREALTIME
 "$KBENCH_REAL_GIT" "$@"
 status=$?
 end=$EPOCHREALTIME
+# Arguments joined by the unit separator: one may hold spaces (`user.name=Kestrel swarm`).
+IFS=$'\\x1f'
 arguments="$*"
 printf '%s %s %s\\n' "$start" "$end" "${arguments//$'\\n'/ }" >> "$KBENCH_GIT_LOG"
 exit $status
@@ -255,7 +257,7 @@ exit $status
 def _subcommand(arguments: str) -> str:
     """`worktree add`, `clone`, ... of a logged git command line (`-C DIR`, `-c K=V` and
     the identity options left out)."""
-    words = arguments.split()
+    words = arguments.split("\x1f")
     index = 0
     while index < len(words) and words[index] in ("-C", "-c"):
         index += 2
