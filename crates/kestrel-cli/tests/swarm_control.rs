@@ -163,6 +163,13 @@ fn cancelling_an_interrupted_run_cancels_its_tasks_and_the_run() {
     let graph = test.graph(ONE_TASK);
     let first = test.spawn_swarm(&["run", "--graph", &graph]);
     test.wait_for_event("the implementer's turn", |e| turn_started(e, "greet", "implementer"));
+    // `turn_started` is written before the prompt goes out: interrupted only once the
+    // turn runs (its first model request, which streams slowly, has arrived).
+    let start = std::time::Instant::now();
+    while test.requests_for(IMPLEMENTER).is_empty() {
+        assert!(start.elapsed() < swarm_support::WAIT, "the implementer's turn never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     first.interrupt();
     let output = first.wait();
     let err = stderr(&output);
