@@ -22,13 +22,19 @@ pub fn group_started_by(group: u32, moment: SystemTime) -> bool {
 mod imp {
     use std::time::{Duration, SystemTime};
 
+    /// How much later than the moment a process may have started and still count: a
+    /// file's time comes from a coarse clock (up to a scheduler tick behind the write)
+    /// and start times are rounded to clock ticks, so a list written right after its
+    /// process was spawned can look older than it. No pid comes round again that fast.
+    const SLACK: Duration = Duration::from_millis(250);
+
     pub fn process_started_by(pid: u32, moment: SystemTime) -> bool {
-        let Some(limit) = ticks_since_boot(moment) else { return false };
+        let Some(limit) = ticks_since_boot(moment + SLACK) else { return false };
         stat(pid).is_some_and(|stat| stat.started <= limit)
     }
 
     pub fn group_started_by(group: u32, moment: SystemTime) -> bool {
-        let Some(limit) = ticks_since_boot(moment) else { return false };
+        let Some(limit) = ticks_since_boot(moment + SLACK) else { return false };
         let Ok(entries) = std::fs::read_dir("/proc") else { return false };
         entries
             .flatten()
