@@ -157,6 +157,9 @@ fn auto_follows_the_network_setting() {
     assert!(output.status.success(), "{}", stderr(&output));
     let results = tool_results(&env);
     assert!(results[0].1 && !results[0].0.contains("connected\n"), "network off: {results:?}");
+    // The refused connect says why and how to allow it.
+    assert!(results[0].0.contains("the network is off in the sandbox"), "{results:?}");
+    assert!(results[0].0.contains("`[sandbox] network = true`"), "{results:?}");
     assert!(!results[1].1 && results[1].0.contains("connected"), "network on: {results:?}");
 }
 

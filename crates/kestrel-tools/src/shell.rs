@@ -36,14 +36,20 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// Messages of commands that ran into the sandbox's limits.
-const SANDBOX_SYMPTOMS: [&str; 7] = [
-    "Permission denied",
-    "permission denied",
-    "Operation not permitted",
-    "Read-only file system",
+const SANDBOX_SYMPTOMS: [&str; 4] =
+    ["Permission denied", "permission denied", "Operation not permitted", "Read-only file system"];
+
+/// Messages of commands that tried the network (loopback included) where it is off.
+const NETWORK_SYMPTOMS: [&str; 9] = [
     "Network is unreachable",
     "Could not resolve host",
     "Temporary failure in name resolution",
+    "Name or service not known",
+    "Connection refused",
+    "Couldn't connect",
+    "Could not connect",
+    "Failed to connect",
+    "Cannot assign requested address",
 ];
 
 /// How the tool ends process groups and waits for stragglers.
@@ -210,6 +216,7 @@ impl Tool for ShellTool {
                 timeout_ms,
                 limits: self.limits,
                 sandboxed: context.mode == Mode::Auto,
+                network: context.network,
             };
             // The sandbox cannot forbid creating .git/.kestrel where none exist: look.
             let watch = match context.mode {
@@ -232,6 +239,8 @@ struct Run {
     limits: ShellLimits,
     /// Runs in the auto-mode sandbox (a failure gets a hint about its limits).
     sandboxed: bool,
+    /// The sandbox lets it use the network.
+    network: bool,
 }
 
 /// Why the run stopped.
@@ -401,16 +410,8 @@ impl Run {
                  them running.\n",
             );
         }
-        if is_error
-            && self.sandboxed
-            && SANDBOX_SYMPTOMS.iter().any(|symptom| output.render().contains(symptom))
-        {
-            text.push_str(
-                "Note: the command runs in a sandbox: it can write only inside the workspace \
-                 and temp directories (not .git or .kestrel), cannot connect to unix sockets \
-                 (docker, ssh-agent, D-Bus) and has no network unless `[sandbox] network = \
-                 true`; a command that needs more must run approved (ask mode) or in yolo.\n",
-            );
+        if is_error && self.sandboxed {
+            text.push_str(&sandbox_hint(&output.render(), self.network));
         }
         if output.is_empty() {
             text.push_str("Output: (none)");
@@ -420,6 +421,27 @@ impl Run {
         }
         ToolOutput { content: text, is_error, ..ToolOutput::default() }
     }
+}
+
+/// A note on the sandbox's limits for a failed sandboxed command whose output shows it
+/// ran into them; empty when it shows nothing of the kind.
+fn sandbox_hint(output: &str, network: bool) -> String {
+    let shows = |symptoms: &[&str]| symptoms.iter().any(|symptom| output.contains(symptom));
+    if !network && shows(&NETWORK_SYMPTOMS) {
+        return "Note: the network is off in the sandbox, localhost included, so connections \
+                and name lookups fail; the user can set `[sandbox] network = true` in \
+                config.toml to allow it (as for web_fetch), or run the command approved (ask \
+                mode) or in yolo.\n"
+            .to_string();
+    }
+    if shows(&SANDBOX_SYMPTOMS) {
+        return "Note: the command runs in a sandbox: it can write only inside the workspace \
+                and temp directories (not .git or .kestrel), cannot connect to unix sockets \
+                (docker, ssh-agent, D-Bus) and has no network unless `[sandbox] network = \
+                true`; a command that needs more must run approved (ask mode) or in yolo.\n"
+            .to_string();
+    }
+    String::new()
 }
 
 async fn watch_metadata(workspace: &Path) -> Option<MetadataWatch> {
