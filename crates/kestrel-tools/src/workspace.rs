@@ -45,8 +45,17 @@ pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<Path
         } else {
             format!(" (it resolves to {})", real.display())
         };
+        let rule = match access {
+            Access::Read => "",
+            // Only a write the user vouched for leaves the workspace (permission policy).
+            Access::Write => {
+                " unless the user approves the write (ask mode) or `[permissions] allow_write` \
+                 in config.toml covers the path"
+            }
+        };
         Err(format!(
-            "{}{via} is outside the workspace {}; in {} mode the file tools only work inside it",
+            "{}{via} is outside the workspace {}; in {} mode the file tools only work inside \
+             it{rule}",
             lexical.display(),
             workspace.display(),
             context.mode

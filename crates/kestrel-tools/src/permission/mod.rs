@@ -6,10 +6,13 @@
 //! - `yolo`: everything runs, unconfined.
 //! - `auto`: everything runs; the file tools confine themselves to the workspace and
 //!   `shell` runs in the OS sandbox. Writes to what the sandbox keeps read-only inside
-//!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is never refused by parsing; only
-//!   when no sandbox can be had does a command that is not known read-only need approval.
+//!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is
+//!   never refused by parsing; only when no sandbox can be had does a command that is not
+//!   known read-only need approval. What the user's rules cover runs as in ask: a covered
+//!   command unsandboxed, a covered file write outside the workspace unconfined.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
-//!   tools need approval, unless an "always" rule covers them.
+//!   tools need approval, unless an "always" rule covers them. An approved or covered
+//!   file write outside the workspace runs unconfined (the tools run as in yolo for it).
 //! - `read-only`: reads and known read-only commands run, and tools the user allowed by
 //!   name; everything else is refused.
 //!
@@ -159,14 +162,21 @@ impl PermissionPolicy {
                 };
             }
         };
+        let analysis = analyze(command, &dir);
         let unsandboxed = match (&self.sandbox, mode) {
+            // A command the user's rules cover runs as approved (unconfined), as in ask:
+            // the rule lifts what the sandbox would refuse (`git commit` writes `.git`).
+            (SandboxStatus::Available { .. }, Mode::Auto)
+                if !analysis.is_read_only() && self.covers(&analysis) =>
+            {
+                return Assessment::Allow { run_as: Mode::Ask };
+            }
             (SandboxStatus::Available { .. }, Mode::Auto) => {
                 return Assessment::Allow { run_as: Mode::Auto };
             }
             (SandboxStatus::Unavailable { reason }, Mode::Auto) => Some(reason.as_str()),
             (SandboxStatus::Available { .. } | SandboxStatus::Unavailable { .. }, _) => None,
         };
-        let analysis = analyze(command, &dir);
         if analysis.is_read_only() {
             // Known read-only: never asks. In auto without a sandbox it runs as in ask.
             let run_as = if mode == Mode::Auto { Mode::Ask } else { mode };
@@ -257,9 +267,12 @@ impl PermissionPolicy {
         let paths = written_paths(tool, arguments, &self.cwd);
         // `link/../f` lands wherever `link` points: no rule can say it is covered.
         let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
+        // An approved or allowed write outside the workspace runs unconfined (as in
+        // yolo) for this call: the user vouched for exactly these paths.
+        let run_as = if paths.iter().all(|path| self.inside(path)) { mode } else { Mode::Yolo };
         // Arguments the tool will refuse change nothing: let it say what is wrong.
         if paths.is_empty() || (lexical && paths.iter().all(|path| self.write_covered(path))) {
-            return Assessment::Allow { run_as: mode };
+            return Assessment::Allow { run_as };
         }
         let shown: Vec<String> = paths
             .iter()
@@ -280,12 +293,27 @@ impl PermissionPolicy {
             } else {
                 Vec::new()
             },
-            run_as: mode,
+            run_as,
         }
     }
 
+    /// Whether `path` lands inside the workspace (symlinks followed).
+    fn inside(&self, path: &Path) -> bool {
+        resolve_existing(path).starts_with(resolve_existing(&normalize(&self.cwd)))
+    }
+
     fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
-        let guarded: Vec<(PathBuf, &str)> = written_paths(tool, arguments, &self.cwd)
+        let paths = written_paths(tool, arguments, &self.cwd);
+        // Outside the workspace the tools refuse, unless `allow_write` covers every path:
+        // then the call runs unconfined, as an allowed write does in ask.
+        let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
+        if !paths.iter().all(|path| self.inside(path))
+            && lexical
+            && paths.iter().all(|path| self.write_covered(path))
+        {
+            return Assessment::Allow { run_as: Mode::Yolo };
+        }
+        let guarded: Vec<(PathBuf, &str)> = paths
             .into_iter()
             .filter(|path| !self.write_covered(path))
             .filter_map(|path| guarded_place(&self.cwd, &path).map(|why| (path, why)))

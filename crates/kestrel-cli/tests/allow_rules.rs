@@ -1,0 +1,111 @@
+//! What the user's rules and approvals let through, mode by mode, through the real
+//! binary: an `allow_write` rule lets the file tools write outside the workspace in ask
+//! and auto; an `allow` rule runs its command outside the sandbox in auto, as ask does.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestEnv, Wire, stderr};
+use kestrel_testkit::{Script, ScriptedToolCall, Step};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// The outputs of the record's tool results, in order, with whether each is an error.
+fn tool_results(env: &TestEnv) -> Vec<(String, bool)> {
+    env.record_items()
+        .iter()
+        .filter(|item| item["type"] == "tool_result")
+        .map(|item| {
+            (item["output"].as_str().unwrap().to_string(), item["is_error"] == Value::Bool(true))
+        })
+        .collect()
+}
+
+fn script(calls: Vec<ScriptedToolCall>) -> Script {
+    let mut steps: Vec<Step> = calls.into_iter().map(|call| Step::tool_calls(vec![call])).collect();
+    steps.push(Step::text("done"));
+    Script::new(steps)
+}
+
+fn write(path: &Path) -> ScriptedToolCall {
+    ScriptedToolCall::new("write_file", json!({"path": path, "content": "note\n"}))
+}
+
+fn shell(command: &str) -> ScriptedToolCall {
+    ScriptedToolCall::new("shell", json!({ "command": command }))
+}
+
+/// A directory outside the workspace (never /var/tmp itself).
+fn outside() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn add_config(env: &TestEnv, text: &str) {
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n{text}\n"));
+}
+
+#[test]
+fn an_allow_write_rule_lets_the_file_tools_write_outside_the_workspace() {
+    let elsewhere = outside();
+    let target = elsewhere.path().join("x.txt");
+    for mode in ["ask", "auto"] {
+        // Without the rule: refused, and the refusal names the rule that would allow it.
+        let env = TestEnv::new(Wire::Chat, script(vec![write(&target)]));
+        let output = env.kestrel(&["exec", "--mode", mode, "go"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let results = tool_results(&env);
+        assert!(results[0].1 && results[0].0.contains("allow_write"), "{mode}: {results:?}");
+        assert!(!target.exists(), "{mode}: written without a rule");
+
+        let env = TestEnv::new(Wire::Chat, script(vec![write(&target)]));
+        add_config(&env, &format!("[permissions]\nallow_write = [\"{}\"]", elsewhere.path().display()));
+        let output = env.kestrel(&["exec", "--mode", mode, "go"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let results = tool_results(&env);
+        assert!(!results[0].1, "{mode}: {results:?}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "note\n", "{mode}");
+        std::fs::remove_file(&target).unwrap();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn an_allow_rule_runs_its_command_outside_the_sandbox_in_auto() {
+    let calls = || {
+        vec![shell("git commit -q --allow-empty -m 'by the agent'"), shell("git tag v1")]
+    };
+    let repository = |env: &TestEnv| {
+        let work = env.work_path();
+        git(&work, &["init", "-q"]);
+        git(&work, &["config", "user.name", "Test"]);
+        git(&work, &["config", "user.email", "test@example.org"]);
+        work
+    };
+    // Without a rule the sandbox keeps .git read-only.
+    let env = TestEnv::new(Wire::Chat, script(calls()));
+    let work = repository(&env);
+    let output = env.kestrel(&["exec", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results[0].1 && results[0].0.contains("sandbox"), "{results:?}");
+
+    let env = TestEnv::new(Wire::Chat, script(calls()));
+    let work2 = repository(&env);
+    assert_ne!(work, work2);
+    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
+    let output = env.kestrel(&["exec", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(!results[0].1, "the allowed command ran: {results:?}");
+    assert!(git(&work2, &["log", "--format=%s"]).contains("by the agent"));
+    // A command no rule covers stays in the sandbox.
+    assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
+    assert!(git(&work2, &["tag"]).is_empty());
+}
