@@ -154,9 +154,35 @@ pub fn group_exists(group_id: u32) -> bool {
     imp::kill_group_raw(group_id, None).unwrap_or(false)
 }
 
-/// The `bash -lc SCRIPT` command (PowerShell on Windows) that the shell tool runs.
+/// What bash reads before it runs a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellStartup {
+    /// `bash -lc`: the login profile, on every run.
+    Login,
+    /// `bash -c`: no startup file (the caller brings the environment, e.g. through
+    /// `BASH_ENV`).
+    Plain,
+}
+
+impl ShellStartup {
+    /// bash's flag before the script: `-lc` or `-c`.
+    pub fn bash_flag(self) -> &'static str {
+        match self {
+            ShellStartup::Login => "-lc",
+            ShellStartup::Plain => "-c",
+        }
+    }
+}
+
+/// The `bash -lc SCRIPT` command (PowerShell on Windows).
 pub fn shell_command(script: &str) -> Command {
-    imp::shell_command(script)
+    imp::shell_command(script, ShellStartup::Login)
+}
+
+/// The `bash -lc SCRIPT` or `bash -c SCRIPT` command (PowerShell on Windows, which reads
+/// no profile either way).
+pub fn shell_command_with(script: &str, startup: ShellStartup) -> Command {
+    imp::shell_command(script, startup)
 }
 
 /// The signal that ended a process, when it was killed by one (always `None` off Unix).
@@ -284,9 +310,9 @@ mod imp {
         Ok(())
     }
 
-    pub fn shell_command(script: &str) -> Command {
+    pub fn shell_command(script: &str, startup: super::ShellStartup) -> Command {
         let mut command = Command::new("bash");
-        command.arg("-lc").arg(script);
+        command.arg(startup.bash_flag()).arg(script);
         command
     }
 
@@ -317,7 +343,7 @@ mod imp {
         Err(unsupported())
     }
 
-    pub fn shell_command(script: &str) -> Command {
+    pub fn shell_command(script: &str, _startup: super::ShellStartup) -> Command {
         let mut command = Command::new("powershell.exe");
         command.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-Command", script]);
         command

@@ -126,10 +126,15 @@ fn arguments(policy: &SandboxPolicy) -> Vec<std::ffi::OsString> {
     arguments
 }
 
-/// `bwrap ... -- bash -lc SCRIPT`.
-pub(super) fn command(program: &Path, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
+/// `bwrap ... -- bash -lc SCRIPT` (or `-c`).
+pub(super) fn command(
+    program: &Path,
+    script: &str,
+    startup: crate::process::ShellStartup,
+    policy: &SandboxPolicy,
+) -> io::Result<Command> {
     let mut command = Command::new(program);
-    command.args(arguments(policy)).args(["--", "bash", "-lc", script]);
+    command.args(arguments(policy)).args(["--", "bash", startup.bash_flag(), script]);
     let filter = SocketFilter::new();
     // SAFETY: the hook only makes system calls on the filter prepared before the fork.
     unsafe {

@@ -136,9 +136,14 @@ fn file_rights(abi: u32) -> u64 {
     if abi >= 3 { WRITE_FILE | TRUNCATE } else { WRITE_FILE }
 }
 
-/// `bash -lc SCRIPT` that confines itself to `policy` before it execs.
-pub(super) fn command(abi: u32, script: &str, policy: &SandboxPolicy) -> io::Result<Command> {
-    confined(abi, crate::process::shell_command(script), policy)
+/// `bash -lc SCRIPT` (or `-c`) that confines itself to `policy` before it execs.
+pub(super) fn command(
+    abi: u32,
+    script: &str,
+    startup: crate::process::ShellStartup,
+    policy: &SandboxPolicy,
+) -> io::Result<Command> {
+    confined(abi, crate::process::shell_command_with(script, startup), policy)
 }
 
 /// `command`, made to confine itself to `policy` before it execs.

@@ -23,6 +23,7 @@ mod seccomp;
 
 pub use metadata::{METADATA_DEPTH, MetadataWatch};
 
+use crate::process::ShellStartup;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -107,6 +108,17 @@ impl SandboxPolicy {
         }
         paths.extend(DEVICES.iter().map(PathBuf::from));
         paths
+    }
+
+    /// Whether every sandbox lets commands write `path` (an existing path): it lies
+    /// beneath one of the [`SandboxPolicy::scratch_paths`], symlinks resolved. A checkout
+    /// or build directory under `/tmp` is such a place.
+    pub fn is_scratch(path: &Path) -> bool {
+        let Ok(path) = path.canonicalize() else { return false };
+        Self::scratch_paths()
+            .iter()
+            .filter_map(|scratch| scratch.canonicalize().ok())
+            .any(|scratch| path.starts_with(scratch))
     }
 }
 
@@ -284,6 +296,16 @@ impl Sandbox {
     /// when the rules cannot be set up. Setup steps that run in the child (namespaces,
     /// mounts, Landlock, seccomp) fail at spawn, with the OS error.
     pub fn command(&self, script: &str, policy: &SandboxPolicy) -> Result<Command, SandboxError> {
+        self.shell_command(script, ShellStartup::Login, policy)
+    }
+
+    /// As [`Sandbox::command`], with bash reading the login profile or not (`startup`).
+    pub fn shell_command(
+        &self,
+        script: &str,
+        startup: ShellStartup,
+        policy: &SandboxPolicy,
+    ) -> Result<Command, SandboxError> {
         if !policy.network && !self.isolates_network {
             return Err(SandboxError::NoNetworkIsolation(self.describe()));
         }
@@ -291,15 +313,17 @@ impl Sandbox {
         {
             let setup = |source| SandboxError::Setup { backend: self.describe(), source };
             match &self.backend {
-                Backend::Landlock { abi } => landlock::command(*abi, script, policy).map_err(setup),
+                Backend::Landlock { abi } => {
+                    landlock::command(*abi, script, startup, policy).map_err(setup)
+                }
                 Backend::Bubblewrap { program } => {
-                    bubblewrap::command(program, script, policy).map_err(setup)
+                    bubblewrap::command(program, script, startup, policy).map_err(setup)
                 }
             }
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = script;
+            let _ = (script, startup);
             Err(SandboxError::Setup {
                 backend: self.describe(),
                 source: std::io::Error::new(
