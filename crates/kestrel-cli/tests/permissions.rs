@@ -31,9 +31,13 @@ fn shell(command: &str) -> ScriptedToolCall {
     ScriptedToolCall::new("shell", json!({ "command": command }))
 }
 
-/// A directory outside /tmp (which every sandbox lets commands write).
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
+
+/// A directory outside /tmp (which every sandbox lets commands write), wherever the
+/// checkout and the target dir live.
 fn outside() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    unconfined::unconfined_scratch()
 }
 
 #[test]

@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod swarm_support;
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
 
 use kestrel_testkit::Step;
 use std::path::{Path, PathBuf};
@@ -104,7 +106,7 @@ fn setup_runs_sandboxed_writing_in_the_clone_but_nowhere_else() {
     let test = SwarmTest::new(FILES, two_attempts(), "");
     test.write_config_parts(&ConfigParts { swarm: "max_attempts = 2", ..Default::default() });
     // Outside every writable root of the sandbox: not in the clone, not in a temp dir.
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = unconfined::unconfined_scratch();
     let outside_path = outside.path().canonicalize().unwrap();
     for scratch in [PathBuf::from("/tmp"), std::env::temp_dir(), PathBuf::from("/dev/shm")] {
         let scratch = scratch.canonicalize().unwrap_or(scratch);

@@ -1,6 +1,6 @@
 //! The sandbox for real, with each Linux backend: writes inside the writable roots
 //! work, writes elsewhere fail, reads work everywhere, and the network is off unless
-//! the policy allows it. The directories live under Cargo's target tmp dir, not /tmp,
+//! the policy allows it. The directories live outside /tmp (`support/unconfined.rs`),
 //! because /tmp itself is writable in the sandbox.
 
 #![cfg(target_os = "linux")]

@@ -3,7 +3,7 @@
 //! controlling terminal (TIOCSTI), root's capabilities, chmod/utimes outside the
 //! writable roots, and `.git` / Kestrel's own state inside the workspace. Some checks
 //! need a second process: this test binary runs itself as the helper (`zz_helper`,
-//! a no-op in a normal run). Directories live under Cargo's target tmp dir, not /tmp,
+//! a no-op in a normal run). Directories live outside /tmp (`support/unconfined.rs`),
 //! because /tmp is writable in the sandbox.
 
 #![cfg(target_os = "linux")]

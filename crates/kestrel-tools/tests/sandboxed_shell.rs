@@ -1,7 +1,8 @@
 //! `shell` in the OS sandbox, for real: in auto a write outside the workspace fails
 //! and succeeds in yolo, the workspace and /tmp are writable, the network follows
 //! `[sandbox] network`, and without any sandbox auto refuses to run instead of running
-//! unconfined. Directories live under Cargo's target tmp dir, since /tmp is writable.
+//! unconfined. Directories live outside /tmp, which is writable (`unconfined.rs` of
+//! kestrel-platform's tests).
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,8 +18,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
+
 fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    unconfined::unconfined_scratch()
 }
 
 fn context(root: &Path, mode: Mode, network: bool) -> ToolContext {

@@ -1,5 +1,5 @@
-//! Sandbox tests' harness: scratch directories under Cargo's target tmp dir (not /tmp,
-//! which is writable in the sandbox), both Linux backends, and commands run in their
+//! Sandbox tests' harness: scratch directories outside every path the sandbox leaves
+//! writable (`unconfined.rs`), both Linux backends, and commands run in their
 //! own process group with their output collected. Every wait is bounded.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
@@ -11,9 +11,11 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
+mod unconfined;
+
 /// A fresh directory outside the sandbox's scratch paths.
 pub fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    unconfined::unconfined_scratch()
 }
 
 /// Landlock and bubblewrap, both of which the test machine must have.
