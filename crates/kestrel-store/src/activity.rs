@@ -10,7 +10,8 @@
 //! else when it is [`ACTIVITY_STEP_MILLIS`] old. So a turn writes about one line per
 //! model request, and a long one still moves its session up the list.
 
-use kestrel_protocol::{RecordItem, Timestamp};
+use crate::replay::user_message_text;
+use kestrel_protocol::{RecordHeader, RecordItem, Timestamp, Usage};
 
 /// A boundary item this soon after the last noted activity writes no index line.
 pub(crate) const QUIET_MILLIS: i64 = 1_000;
@@ -50,7 +51,7 @@ impl Activity {
 }
 
 /// The record `type` of an item.
-fn item_kind(item: &RecordItem) -> &'static str {
+pub(crate) fn item_kind(item: &RecordItem) -> &'static str {
     match item {
         RecordItem::UserMessage { .. } => "user_message",
         RecordItem::AssistantMessage { .. } => "assistant_message",
@@ -95,6 +96,82 @@ impl ActivityClock {
     /// The time of the last noted activity.
     pub(crate) fn noted(&self) -> Timestamp {
         self.noted
+    }
+}
+
+/// What the index learns from a record read line by line: its first prompt, its own
+/// usage (a fork's copied items left out) and its last noted activity. The one reading
+/// of a record for the index: a rebuild (which parses whole only the lines it
+/// [`wants`](Self::wants)) and a writer reopening the record both use it, so they agree.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordActivity {
+    clock: ActivityClock,
+    /// Items a fork copied from its source: their usage is not this session's.
+    copied: u64,
+    /// The position of the next item line.
+    position: u64,
+    first_prompt: Option<String>,
+    usage: Usage,
+}
+
+impl RecordActivity {
+    pub(crate) fn new(header: &RecordHeader) -> Self {
+        Self {
+            clock: ActivityClock::new(header.created_at),
+            copied: header.forked_from.as_ref().map_or(0, |fork| fork.items),
+            position: 0,
+            first_prompt: None,
+            usage: Usage::default(),
+        }
+    }
+
+    /// Whether the next line, of type `kind`, must be parsed whole to be noted: the
+    /// first prompt, and usage the session spent itself.
+    pub(crate) fn wants(&self, kind: &str) -> bool {
+        (self.first_prompt.is_none() && kind == "user_message")
+            || (self.position >= self.copied && kind == "usage")
+    }
+
+    /// Notes the next item line: its `type` and time, with the item itself when it was
+    /// parsed (`None`: not wanted, or not understood, e.g. a newer Kestrel's type).
+    pub(crate) fn note(&mut self, kind: &str, ts: Timestamp, item: Option<&RecordItem>) {
+        let mut forced = false;
+        if self.wants(kind) {
+            match item {
+                Some(RecordItem::Usage { usage }) => {
+                    self.usage.add(usage);
+                    forced = *usage != Usage::default();
+                }
+                Some(item) => {
+                    if let Some(text) = user_message_text(item) {
+                        self.first_prompt = Some(text.to_owned());
+                        forced = true;
+                    }
+                }
+                None => {}
+            }
+        }
+        let activity = if forced { Activity::Forced } else { Activity::of_kind(kind) };
+        self.clock.note(ts, activity);
+        self.position += 1;
+    }
+
+    /// A line with no readable type or time: it holds a position and notes nothing.
+    pub(crate) fn skip(&mut self) {
+        self.position += 1;
+    }
+
+    pub(crate) fn clock(&self) -> ActivityClock {
+        self.clock
+    }
+
+    /// The first user message, whole.
+    pub(crate) fn first_prompt(&self) -> Option<&str> {
+        self.first_prompt.as_deref()
+    }
+
+    pub(crate) fn usage(&self) -> Usage {
+        self.usage
     }
 }
 

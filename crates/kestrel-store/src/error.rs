@@ -37,6 +37,12 @@ pub enum StoreError {
     InvalidSessionId { id: String },
 
     /// A record for this id already exists; ids are never reused.
+    /// A removal found the session open in a worker (its record locked).
+    #[error(
+        "session {id} is open in a worker: close it (or `kestrel daemon stop`) before removing it; nothing was removed"
+    )]
+    SessionLive { id: String },
+
     #[error("session {id} already exists at {}", path.display())]
     SessionExists { id: String, path: PathBuf },
 
@@ -132,6 +138,7 @@ impl StoreError {
             | StoreError::RunExists { .. }
             | StoreError::EncodeRun { .. }
             | StoreError::Locked { .. }
+            | StoreError::SessionLive { .. }
             | StoreError::InvalidHeader { .. }
             | StoreError::SessionExists { .. }
             | StoreError::Encode { .. } => false,

@@ -28,10 +28,10 @@
 //! so a parent's total includes its subagents' without either record being read.
 
 use crate::StoreError;
-use crate::activity::{Activity, ActivityClock};
+use crate::activity::RecordActivity;
 use crate::paths::{self, KestrelHome};
-use crate::replay::{self, RawLine, RecordLines};
-use kestrel_protocol::{RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp, Usage};
+use crate::replay::{ItemHead, RawLine, RecordLines};
+use kestrel_protocol::{RecordEntry, RecordHeader, SessionId, Timestamp, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -351,7 +351,8 @@ impl IndexContents {
     /// caller holds the exclusive lock), after the marker if `marked`.
     fn replace(&self, home: &KestrelHome, marked: bool) -> Result<(), StoreError> {
         let mut text = if marked { format!("{MARKER}\n").into_bytes() } else { Vec::new() };
-        for line in self.sessions.values() {
+        // A removed session's record is gone: nothing is left to say of it.
+        for line in self.sessions.values().filter(|line| !line.removed) {
             text.extend(encode_line(line)?);
         }
         let index_path = home.index_file();
@@ -392,6 +393,7 @@ pub(crate) fn record_created(
             usage: None,
             // Said from the start: a session listed before its first activity shows this.
             updated_at: Some(header.created_at),
+            removed: false,
         },
     )
 }
@@ -417,6 +419,13 @@ pub(crate) fn record_update(
     line.first_prompt = update.first_prompt.as_deref().map(label);
     line.usage = update.usage;
     line.updated_at = update.updated_at;
+    append_line(home, &line)
+}
+
+/// Notes that session `id` was removed: listings leave it out from then on.
+pub(crate) fn record_removed(home: &KestrelHome, id: &SessionId) -> Result<(), StoreError> {
+    let mut line = IndexLine::bare(id.clone());
+    line.removed = true;
     append_line(home, &line)
 }
 
@@ -452,6 +461,9 @@ struct IndexLine {
     /// The session's latest activity: the latest time wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<Timestamp>,
+    /// The session was removed (`kestrel sessions rm`): it is listed no more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    removed: bool,
 }
 
 impl IndexLine {
@@ -467,6 +479,7 @@ impl IndexLine {
             first_prompt: None,
             usage: None,
             updated_at: None,
+            removed: false,
         }
     }
 
@@ -482,6 +495,7 @@ impl IndexLine {
             first_prompt: summary.first_prompt.clone(),
             usage: (summary.usage != Usage::default()).then_some(summary.usage),
             updated_at: Some(summary.updated_at),
+            removed: false,
         }
     }
 
@@ -498,6 +512,7 @@ impl IndexLine {
             first_prompt,
             usage,
             updated_at,
+            removed,
         } = later;
         self.created_at = created_at.or(self.created_at);
         self.cwd = cwd.or(self.cwd.take());
@@ -508,10 +523,14 @@ impl IndexLine {
         self.first_prompt = first_prompt.or(self.first_prompt.take());
         self.usage = usage.or(self.usage);
         self.updated_at = self.updated_at.max(updated_at);
+        self.removed |= removed;
     }
 
     /// A summary once the creation line has been seen; `None` for orphaned events.
     fn into_summary(self, home: &KestrelHome) -> Option<SessionSummary> {
+        if self.removed {
+            return None;
+        }
         let created_at = self.created_at?;
         Some(SessionSummary {
             id: self.id,
@@ -583,57 +602,39 @@ fn passing(error: &std::io::Error) -> bool {
     matches!(error.raw_os_error(), Some(5 | 12 | 23 | 24))
 }
 
-fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
+pub(crate) fn summarize_record(path: &Path) -> Result<SessionSummary, StoreError> {
     let file =
         File::open(path).map_err(|source| StoreError::io("open the record", path, source))?;
     let mut lines = RecordLines::new(BufReader::new(file), path);
     let header = lines.header()?;
-    let copied = header.forked_from.as_ref().map_or(0, |fork| fork.items);
-    let mut first_prompt = None;
-    let mut usage = Usage::default();
-    let mut index: u64 = 0;
-    // The writer's rule for activity, applied to every item's type and time.
-    let mut activity = ActivityClock::new(header.created_at);
+    // The rule a reopening writer applies (`RecordActivity`), parsing whole only the
+    // lines it wants: most are other items.
+    let mut activity = RecordActivity::new(&header);
     while let Some(RawLine::Item(bytes)) = lines.next_line()? {
-        index += 1;
-        let Ok(head) = serde_json::from_slice::<ItemHead>(bytes) else { continue };
-        // Only the lines that can matter are parsed whole: most are other items.
-        let wanted = (first_prompt.is_none() && head.kind == "user_message")
-            || (index > copied && head.kind == "usage");
-        let mut forced = false;
-        if wanted && let Ok(entry) = serde_json::from_slice::<RecordEntry>(bytes) {
-            if let RecordItem::Usage { usage: spent } = &entry.item {
-                usage.add(spent);
-                forced = *spent != Usage::default();
-            } else if let Some(text) = replay::user_message_text(&entry.item) {
-                first_prompt = Some(label(text));
-                forced = true;
-            }
-        }
-        let kind = if forced { Activity::Forced } else { Activity::of_kind(&head.kind) };
-        activity.note(head.ts, kind);
+        let Ok(head) = serde_json::from_slice::<ItemHead>(bytes) else {
+            activity.skip();
+            continue;
+        };
+        let entry = if activity.wants(&head.kind) {
+            serde_json::from_slice::<RecordEntry>(bytes).ok()
+        } else {
+            None
+        };
+        activity.note(&head.kind, head.ts, entry.as_ref().map(|entry| &entry.item));
     }
     Ok(SessionSummary {
         id: header.id,
         created_at: header.created_at,
-        updated_at: activity.noted(),
+        updated_at: activity.clock().noted(),
         cwd: header.cwd,
         model: header.model,
         provider: header.provider,
         parent_id: header.parent_id,
-        first_prompt,
+        first_prompt: activity.first_prompt().map(label),
         path: path.to_path_buf(),
-        usage,
+        usage: activity.usage(),
         total_usage: Usage::default(),
     })
-}
-
-/// The type and time of a record item, without the rest of it.
-#[derive(Deserialize)]
-struct ItemHead<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    ts: Timestamp,
 }
 
 /// Walks `sessions/` three directory levels down (`YYYY/MM/DD`) for `*.jsonl` files.

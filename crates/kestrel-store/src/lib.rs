@@ -13,6 +13,7 @@ mod paths;
 mod record;
 mod replay;
 mod session_list;
+mod storage;
 mod swarm_run;
 
 pub use catalog_cache::{CachedCatalog, CatalogCache, CatalogCacheError};
@@ -21,8 +22,8 @@ pub use config::{
     DEFAULT_IDLE_WORKER_MINUTES, DEFAULT_MAX_SUBAGENTS, DEFAULT_SWARM_MAX_ATTEMPTS,
     DEFAULT_SWARM_MAX_PARALLEL, DEFAULT_SWARM_VERIFY_TIMEOUT_S, Executor, McpServerSettings,
     McpTransport, PermissionSettings, ProjectPermissions, ProviderSettings, RaySettings,
-    ReasoningEffort, ReviewerSettings, SandboxSettings, SwarmRoleSettings, SwarmSettings,
-    WireApiSetting, split_model_ref,
+    ReasoningEffort, ReviewerSettings, SandboxSettings, StorageSettings, SwarmRoleSettings,
+    SwarmSettings, WireApiSetting, split_model_ref,
 };
 pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};
@@ -30,6 +31,10 @@ pub use paths::{KestrelHome, ensure_dir};
 pub use record::{SessionRecord, fork};
 pub use replay::{Replay, read_record};
 pub use session_list::list_sessions_response;
+pub use storage::{
+    CleanUp, RemovedSession, SessionDisk, clean_checkpoints, clean_checkpoints_if_due, dir_size,
+    remove_sessions, session_disk, sessions_older_than,
+};
 pub use swarm_run::{
     EventLog, GraphError, RunLock, RunStatus, RunSummary, SkippedEvents, SwarmRunDir, TaskStatus,
     TokenCounts, graph_to_toml, list_runs, parse_graph,

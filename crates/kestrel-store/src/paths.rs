@@ -59,6 +59,12 @@ impl KestrelHome {
         self.root.join("cache")
     }
 
+    /// `checkpoints/`: what each session's calls changed, saved for undo
+    /// (`checkpoints/<session>/`).
+    pub fn checkpoints_dir(&self) -> PathBuf {
+        self.root.join("checkpoints")
+    }
+
     /// `run/`: the daemon's socket and pid files.
     pub fn run_dir(&self) -> PathBuf {
         self.root.join("run")

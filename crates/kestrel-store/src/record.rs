@@ -98,7 +98,7 @@ impl SessionRecord {
             .open(&path)
             .map_err(|source| StoreError::io("open the record", &path, source))?;
         lock(&file, id, &path)?;
-        let (replay, complete_len) =
+        let replay::ReadRecord { replay, complete_len, activity } =
             replay::read_from(BufReader::with_capacity(64 * 1024, &file), &path)?;
         if replay.header.id != *id {
             return Err(StoreError::InvalidHeader {
@@ -111,19 +111,19 @@ impl SessionRecord {
                 StoreError::io("truncate the torn last line of", &path, source)
             })?;
         }
-        let usage = own_usage(&replay);
+        let usage = activity.usage();
         let record = Self {
             file,
             path,
             header: replay.header.clone(),
             home: home.clone(),
             items_written: replay.item_count(),
-            first_prompt_indexed: replay.first_prompt().is_some(),
+            first_prompt_indexed: activity.first_prompt().is_some(),
             usage,
             // What an earlier writer noted, as far as the record tells (the rule that
             // rebuilds the index from it).
             usage_indexed: usage,
-            activity: replayed_activity(&replay),
+            activity: activity.clock(),
         };
         Ok((record, replay))
     }
@@ -279,42 +279,8 @@ pub fn fork(
     Ok(header)
 }
 
-/// The activity an index built from this record notes last (see `activity`): what
-/// its writer noted, or a rebuild of the index would.
-fn replayed_activity(replay: &Replay) -> ActivityClock {
-    let copied = replay.header.forked_from.as_ref().map_or(0, |fork| fork.items);
-    let mut clock = ActivityClock::new(replay.header.created_at);
-    let mut first_prompt_seen = false;
-    for (index, entry) in (0u64..).zip(&replay.entries) {
-        let prompt = replay::user_message_text(&entry.item).is_some();
-        let forced = if let RecordItem::Usage { usage } = &entry.item {
-            index >= copied && *usage != Usage::default()
-        } else {
-            prompt && !first_prompt_seen
-        };
-        first_prompt_seen |= prompt;
-        clock.note(entry.ts, Activity::of(&entry.item, forced));
-    }
-    clock
-}
-
-/// The usage items of a replayed record that the session spent itself. Entry positions
-/// stand for item indexes (exact unless lines were skipped as unreadable).
-fn own_usage(replay: &Replay) -> Usage {
-    let copied = replay.header.forked_from.as_ref().map_or(0, |fork| fork.items);
-    let mut usage = Usage::default();
-    for (index, entry) in (0u64..).zip(&replay.entries) {
-        if let RecordItem::Usage { usage: spent } = &entry.item
-            && index >= copied
-        {
-            usage.add(spent);
-        }
-    }
-    usage
-}
-
 /// `sessions/YYYY/MM/DD/<id>.jsonl`, dated by the header's `created_at` in UTC.
-fn record_path(home: &KestrelHome, header: &RecordHeader) -> PathBuf {
+pub(crate) fn record_path(home: &KestrelHome, header: &RecordHeader) -> PathBuf {
     let (year, month, day) = header.created_at.date();
     home.sessions_dir()
         .join(format!("{year:04}"))
@@ -340,7 +306,7 @@ pub(crate) fn locate(home: &KestrelHome, id: &SessionId) -> Result<PathBuf, Stor
 }
 
 /// Ids become file names: only a conservative character set, no leading dot.
-fn validate_id(id: &SessionId) -> Result<(), StoreError> {
+pub(crate) fn validate_id(id: &SessionId) -> Result<(), StoreError> {
     let text = id.as_str();
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     if text.is_empty() || text.starts_with('.') || !text.chars().all(allowed) {
@@ -349,7 +315,7 @@ fn validate_id(id: &SessionId) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn lock(file: &File, id: &SessionId, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn lock(file: &File, id: &SessionId, path: &Path) -> Result<(), StoreError> {
     match file_lock::try_lock_exclusive(file, path)? {
         true => Ok(()),
         false => Err(StoreError::Locked { id: id.to_string(), path: path.to_path_buf() }),

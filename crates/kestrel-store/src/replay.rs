@@ -4,7 +4,11 @@
 //! never finished) is ignored, and lines this reader cannot use are counted, not fatal.
 
 use crate::StoreError;
-use kestrel_protocol::{RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, RecordItem};
+use crate::activity::{RecordActivity, item_kind};
+use kestrel_protocol::{
+    RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine, RecordItem, Timestamp,
+};
+use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -56,26 +60,51 @@ impl Replay {
 pub fn read_record(path: &Path) -> Result<Replay, StoreError> {
     let file =
         File::open(path).map_err(|source| StoreError::io("open the record", path, source))?;
-    let (replay, _complete_len) = read_from(BufReader::with_capacity(64 * 1024, file), path)?;
-    Ok(replay)
+    let read = read_from(BufReader::with_capacity(64 * 1024, file), path)?;
+    Ok(read.replay)
 }
 
-/// Reads a whole record from `reader`; also returns the length in bytes of its
-/// complete lines (where a torn tail begins).
-pub(crate) fn read_from<R: BufRead>(reader: R, path: &Path) -> Result<(Replay, u64), StoreError> {
+/// A whole record read back, with what the index learns from it.
+pub(crate) struct ReadRecord {
+    pub(crate) replay: Replay,
+    /// The length in bytes of its complete lines (where a torn tail begins).
+    pub(crate) complete_len: u64,
+    pub(crate) activity: RecordActivity,
+}
+
+/// Reads a whole record from `reader`.
+pub(crate) fn read_from<R: BufRead>(reader: R, path: &Path) -> Result<ReadRecord, StoreError> {
     let mut lines = RecordLines::new(reader, path);
     let header = lines.header()?;
+    let mut activity = RecordActivity::new(&header);
     let mut replay = Replay { header, entries: Vec::new(), skipped: 0, torn_tail: false };
     while let Some(line) = lines.next_line()? {
         match line {
             RawLine::Item(bytes) => match serde_json::from_slice::<RecordEntry>(bytes) {
-                Ok(entry) => replay.entries.push(entry),
-                Err(_) => replay.skipped += 1,
+                Ok(entry) => {
+                    activity.note(item_kind(&entry.item), entry.ts, Some(&entry.item));
+                    replay.entries.push(entry);
+                }
+                Err(_) => {
+                    replay.skipped += 1;
+                    match serde_json::from_slice::<ItemHead>(bytes) {
+                        Ok(head) => activity.note(&head.kind, head.ts, None),
+                        Err(_) => activity.skip(),
+                    }
+                }
             },
             RawLine::Torn => replay.torn_tail = true,
         }
     }
-    Ok((replay, lines.complete_len()))
+    Ok(ReadRecord { replay, complete_len: lines.complete_len(), activity })
+}
+
+/// The type and time of a record item, without the rest of it.
+#[derive(Deserialize)]
+pub(crate) struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(crate) kind: std::borrow::Cow<'a, str>,
+    pub(crate) ts: Timestamp,
 }
 
 /// The text of a user message item, `None` for any other item.
@@ -172,6 +201,7 @@ mod tests {
 
     fn read(text: &str) -> Result<(Replay, u64), StoreError> {
         read_from(Cursor::new(text.as_bytes().to_vec()), Path::new("/r.jsonl"))
+            .map(|read| (read.replay, read.complete_len))
     }
 
     fn user(text: &str) -> String {

@@ -12,6 +12,7 @@ mod common;
 use common::{at, header, home};
 use kestrel_protocol::{RecordEntry, RecordItem, SessionId, StopReason, Usage};
 use kestrel_store::{KestrelHome, SessionIndex, SessionRecord};
+use std::io::Write;
 
 fn prompt(ts: i64, text: &str) -> RecordEntry {
     RecordEntry { ts: at(ts), item: RecordItem::UserMessage { text: text.into() } }
@@ -142,4 +143,31 @@ fn json_listings_carry_the_last_activity() {
     let json = serde_json::to_value(&summary).unwrap();
     assert_eq!(json["created_at"], "2026-03-04T05:06:07.000Z");
     assert_eq!(json["updated_at"], "2026-03-04T05:06:08.500Z");
+}
+
+#[test]
+fn a_reopened_record_notes_a_newer_kestrels_items_as_a_rebuild_does() {
+    let (_dir, home) = home();
+    let mut record = SessionRecord::create(&home, header("s", at(0), "/w")).unwrap();
+    record.append(&prompt(10, "first")).unwrap();
+    let path = record.path().to_path_buf();
+    drop(record);
+    // An item type this Kestrel does not know, written by a newer one a minute later:
+    // an item inside a turn, noted once a minute.
+    let ts = at(70_000).to_string();
+    let line = format!("{{\"ts\":\"{ts}\",\"type\":\"hologram\"}}\n");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(line.as_bytes())
+        .unwrap();
+    let (mut record, _replay) = SessionRecord::open(&home, &SessionId::from_string("s")).unwrap();
+    record.append(&answer(75_000)).unwrap();
+    drop(record);
+    let live = listed(&home);
+    std::fs::remove_file(home.index_file()).unwrap();
+    SessionIndex::rebuild(&home).unwrap();
+    assert_eq!(listed(&home), live, "the live index says what a rebuild says");
+    assert_eq!(live, [("s".to_owned(), 70_000)]);
 }

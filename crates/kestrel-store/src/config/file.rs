@@ -31,6 +31,16 @@ pub(super) struct ConfigFile {
     pub agent: AgentTable,
     #[serde(default)]
     pub swarm: SwarmTable,
+    #[serde(default)]
+    pub storage: StorageTable,
+}
+
+/// `[storage]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StorageTable {
+    pub checkpoint_days: Option<u32>,
+    pub checkpoint_max_mb: Option<u64>,
 }
 
 /// `[providers.NAME]`.

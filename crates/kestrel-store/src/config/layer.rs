@@ -8,8 +8,8 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 /// Top-level keys a project's `.kestrel/config.toml` may not set.
-const USER_ONLY_KEYS: [&str; 6] =
-    ["mode", "providers", "mcp_servers", "sandbox", "permissions", "ca_bundle"];
+const USER_ONLY_KEYS: [&str; 7] =
+    ["mode", "providers", "mcp_servers", "sandbox", "permissions", "ca_bundle", "storage"];
 
 /// Keys of `[swarm]` a project's file may not set: where the orchestrator writes and
 /// which cluster runs the turns are the user's to say.

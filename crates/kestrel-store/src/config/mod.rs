@@ -12,6 +12,7 @@ mod layer;
 mod mcp;
 mod permissions;
 mod providers;
+mod storage;
 mod swarm;
 
 pub use agent::{
@@ -21,6 +22,7 @@ pub use error::ConfigError;
 pub use mcp::{McpServerSettings, McpTransport};
 pub use permissions::{PermissionSettings, ProjectPermissions};
 pub use providers::{ProviderSettings, WireApiSetting};
+pub use storage::StorageSettings;
 pub use swarm::{
     DEFAULT_SWARM_MAX_ATTEMPTS, DEFAULT_SWARM_MAX_PARALLEL, DEFAULT_SWARM_VERIFY_TIMEOUT_S,
     Executor, RaySettings, ReviewerSettings, SwarmRoleSettings, SwarmSettings,
@@ -100,6 +102,7 @@ pub struct Config {
     pub permissions: PermissionSettings,
     pub agent: AgentSettings,
     pub swarm: SwarmSettings,
+    pub storage: StorageSettings,
     /// The files that were read, lowest precedence first (for messages).
     pub sources: Vec<PathBuf>,
 }
@@ -124,6 +127,7 @@ impl Default for Config {
                 permissions: PermissionSettings::default(),
                 agent: AgentSettings::default(),
                 swarm: SwarmSettings::defaults(&env),
+                storage: StorageSettings::default(),
                 sources: Vec::new(),
             },
         }
@@ -251,6 +255,9 @@ fn resolve(layers: Vec<Layer>, env: &SwarmEnv) -> Result<Config, ConfigError> {
         },
         agent,
         swarm,
+        storage: storage::resolve_storage(file.storage, || {
+            source_of(&|layer| layer.sets("storage"))
+        })?,
         sources: layers.into_iter().map(|layer| layer.path).collect(),
     })
 }

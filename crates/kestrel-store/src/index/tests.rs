@@ -1,6 +1,7 @@
 //! The index's internals: rebuilds racing appends, compactions and edits of the file.
 
 use super::*;
+use kestrel_protocol::RecordItem;
 
 #[test]
 fn labels_are_trimmed_and_cut_on_a_char_boundary() {

@@ -76,7 +76,7 @@ pub struct PathChange {
 
 /// `$KESTREL_HOME/checkpoints`.
 pub fn checkpoints_dir(home: &kestrel_store::KestrelHome) -> PathBuf {
-    home.root().join("checkpoints")
+    home.checkpoints_dir()
 }
 
 /// The checkpoint directory of one session.

@@ -1,0 +1,140 @@
+//! Giving disk back: removing sessions (never a live one) and cleaning up checkpoint
+//! data by age and by size, with the index kept consistent.
+
+// Helpers outside #[test] fns are test code too: a failed set-up should panic.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{at, header, home};
+use kestrel_protocol::{RecordEntry, RecordItem, Timestamp};
+use kestrel_store::{
+    KestrelHome, SessionIndex, SessionRecord, StorageSettings, StoreError, clean_checkpoints,
+    remove_sessions, session_disk, sessions_older_than,
+};
+use std::path::PathBuf;
+
+const DAY: i64 = 24 * 3600 * 1000;
+
+/// A closed session created at `created_at` with a prompt and `bytes` of checkpoint data.
+fn session(home: &KestrelHome, id: &str, created_at: Timestamp, bytes: usize) -> PathBuf {
+    let mut record = SessionRecord::create(home, header(id, created_at, "/w")).unwrap();
+    let ts = Timestamp { millis: created_at.millis + 1 };
+    record.append(&RecordEntry { ts, item: RecordItem::UserMessage { text: "hello".into() } }).unwrap();
+    let path = record.path().to_path_buf();
+    let blobs = checkpoints(home, id).join("blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::write(blobs.join("a"), vec![7u8; bytes]).unwrap();
+    path
+}
+
+fn checkpoints(home: &KestrelHome, id: &str) -> PathBuf {
+    home.checkpoints_dir().join(id)
+}
+
+fn listed(home: &KestrelHome) -> Vec<String> {
+    let mut ids: Vec<String> =
+        SessionIndex::list(home).unwrap().into_iter().map(|s| s.id.to_string()).collect();
+    ids.sort();
+    ids
+}
+
+fn rebuilt(home: &KestrelHome) -> Vec<String> {
+    std::fs::remove_file(home.index_file()).unwrap();
+    let mut ids: Vec<String> =
+        SessionIndex::rebuild(home).unwrap().into_iter().map(|s| s.id.to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_removed_session_leaves_no_record_checkpoints_or_listing() {
+    let (_dir, home) = home();
+    let record = session(&home, "gone", at(0), 1000);
+    session(&home, "kept", at(1), 10);
+    let before = SessionIndex::find(&home, "gone").unwrap();
+    assert!(session_disk(&home, &before).total() > 1000);
+    let removed = remove_sessions(&home, &["gon".to_owned()]).unwrap();
+    assert_eq!(removed.len(), 1);
+    assert!(removed[0].bytes > 1000, "{removed:?}");
+    assert!(!record.exists());
+    assert!(!checkpoints(&home, "gone").exists());
+    assert!(checkpoints(&home, "kept").exists());
+    assert_eq!(listed(&home), ["kept"]);
+    // The index agrees with the records.
+    assert_eq!(rebuilt(&home), ["kept"]);
+}
+
+#[test]
+fn a_live_session_is_not_removed_and_nothing_else_is_either() {
+    let (_dir, home) = home();
+    let live_path = session(&home, "live", at(0), 10);
+    let other = session(&home, "other", at(1), 10);
+    let (_live, _replay) =
+        SessionRecord::open(&home, &kestrel_protocol::SessionId::from_string("live")).unwrap();
+    let error = remove_sessions(&home, &["other".to_owned(), "live".to_owned()]).unwrap_err();
+    assert!(matches!(error, StoreError::SessionLive { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("session live is open in a worker"), "{message}");
+    assert!(message.contains("nothing was removed"), "{message}");
+    assert!(live_path.exists() && other.exists());
+    assert!(checkpoints(&home, "live").exists() && checkpoints(&home, "other").exists());
+    assert_eq!(listed(&home), ["live", "other"]);
+}
+
+#[test]
+fn an_unknown_id_is_an_error_and_removes_nothing() {
+    let (_dir, home) = home();
+    let record = session(&home, "known", at(0), 10);
+    let error = remove_sessions(&home, &["known".to_owned(), "nope".to_owned()]).unwrap_err();
+    assert!(matches!(error, StoreError::SessionNotFound { .. }), "{error}");
+    assert!(error.to_string().contains("no session matches `nope`"), "{error}");
+    assert!(record.exists());
+    assert_eq!(listed(&home), ["known"]);
+}
+
+#[test]
+fn older_than_picks_idle_sessions_but_not_live_ones() {
+    let (_dir, home) = home();
+    session(&home, "old", at(-40 * DAY), 10);
+    session(&home, "old-live", at(-40 * DAY), 10);
+    session(&home, "new", at(-DAY), 10);
+    let (_live, _replay) =
+        SessionRecord::open(&home, &kestrel_protocol::SessionId::from_string("old-live")).unwrap();
+    let old = sessions_older_than(&home, 30, at(0)).unwrap();
+    let ids: Vec<String> = old.iter().map(|s| s.id.to_string()).collect();
+    assert_eq!(ids, ["old"]);
+}
+
+#[test]
+fn clean_up_removes_old_checkpoints_and_keeps_recent_and_live_ones() {
+    let (_dir, home) = home();
+    let old_record = session(&home, "old", at(-40 * DAY), 10);
+    session(&home, "old-live", at(-40 * DAY), 10);
+    session(&home, "recent", at(-DAY), 10);
+    let (_live, _replay) =
+        SessionRecord::open(&home, &kestrel_protocol::SessionId::from_string("old-live")).unwrap();
+    let settings = StorageSettings { checkpoint_days: 30, ..StorageSettings::default() };
+    let report = clean_checkpoints(&home, &settings, at(0)).unwrap();
+    assert_eq!(report.removed.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["old"]);
+    assert_eq!(report.live, 1);
+    assert!(!checkpoints(&home, "old").exists());
+    assert!(checkpoints(&home, "old-live").exists());
+    assert!(checkpoints(&home, "recent").exists());
+    // The session itself stays: it can be resumed, not undone.
+    assert!(old_record.exists());
+    assert_eq!(listed(&home), ["old", "old-live", "recent"]);
+}
+
+#[test]
+fn clean_up_over_the_size_cap_removes_the_least_recently_used_first() {
+    let (_dir, home) = home();
+    session(&home, "a", at(-3 * DAY), 600_000);
+    session(&home, "b", at(-2 * DAY), 600_000);
+    session(&home, "c", at(-DAY), 600_000);
+    let settings = StorageSettings { checkpoint_days: 30, checkpoint_max_mb: 1 };
+    let report = clean_checkpoints(&home, &settings, at(0)).unwrap();
+    let removed: Vec<&str> = report.removed.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(removed, ["a", "b"]);
+    assert!(checkpoints(&home, "c").exists());
+}
