@@ -13,6 +13,8 @@ mod grep;
 pub mod html;
 mod image;
 mod list_dir;
+#[cfg(unix)]
+mod login_shell;
 pub mod mcp;
 mod output;
 mod paths;

@@ -1,5 +1,6 @@
-//! `shell`: runs a command with `bash -lc` in its own process group, stdin closed,
-//! stdout and stderr captured together with bounded memory. On timeout or cancel the
+//! `shell`: runs a command with `bash -c` in the login shell's environment (taken once
+//! per session, see `login_shell`) in its own process group, stdin closed, stdout and
+//! stderr captured together with bounded memory. On timeout or cancel the
 //! whole group is terminated (SIGTERM, then SIGKILL after a grace period); background
 //! processes still holding the output pipes after the shell exits are ended too, so a
 //! call always returns.
@@ -14,11 +15,15 @@
 //! unconfined. Every command runs in a new session, without a controlling terminal.
 
 use crate::arguments::{self, optional_u64};
+#[cfg(unix)]
+use crate::login_shell::LoginShell;
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::{analyze, shell_workdir};
 use crate::workspace::normalize;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
-use kestrel_platform::{MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, process};
+use kestrel_platform::{
+    MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, ShellStartup, process,
+};
 use kestrel_protocol::Mode;
 use kestrel_store::KestrelHome;
 use serde::Deserialize;
@@ -79,12 +84,15 @@ pub struct ShellTool {
     limits: ShellLimits,
     /// `None`: the best sandbox of this machine ([`Sandbox::detect`]).
     sandbox: Option<Result<Sandbox, SandboxUnavailable>>,
+    /// The login shell's environment, shared by the clones of this tool.
+    #[cfg(unix)]
+    login: std::sync::Arc<LoginShell>,
 }
 
 impl ShellTool {
     /// A shell tool with non-default limits (tests use a short grace period).
     pub fn with_limits(limits: ShellLimits) -> Self {
-        Self { limits, sandbox: None }
+        Self { limits, ..Self::default() }
     }
 
     /// The same tool confining commands with `sandbox`, or acting as if none existed
@@ -101,19 +109,19 @@ impl ShellTool {
         }
     }
 
-    /// The command for `script` (run in `workdir`) confined as `context.mode` requires,
-    /// or the error output when it must not run.
-    fn command(
+    /// How `script` in `workdir` is confined as `context.mode` requires, or the error
+    /// output when it must not run.
+    fn confinement(
         &self,
         script: &str,
         workdir: &Path,
         context: &ToolContext,
-    ) -> Result<Command, ToolOutput> {
+    ) -> Result<Confinement, ToolOutput> {
         let confined_read_only = match context.mode {
-            Mode::Yolo => return Ok(process::shell_command(script)),
+            Mode::Yolo => return Ok(Confinement::None),
             // The same judgement that let it through without asking (permission policy).
             Mode::Ask if analyze(script, &normalize(workdir)).is_read_only() => true,
-            Mode::Ask => return Ok(process::shell_command(script)),
+            Mode::Ask => return Ok(Confinement::None),
             Mode::Auto => false,
             Mode::ReadOnly => true,
         };
@@ -126,18 +134,65 @@ impl ShellTool {
         if let Ok(home) = KestrelHome::from_env() {
             policy = policy.protect(home.root());
         }
-        let sandbox = match self.sandbox(context.network) {
-            Ok(sandbox) => sandbox,
+        match self.sandbox(context.network) {
+            Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy)),
             // Read-only commands (by the policy's judgement) run without one.
-            Err(_) if confined_read_only => return Ok(process::shell_command(script)),
-            Err(unavailable) => {
-                return Err(ToolOutput::error(format!(
-                    "{unavailable}. In auto mode commands run only inside the sandbox, so this \
-                     one did not run; the user can approve it to run without one."
-                )));
+            Err(_) if confined_read_only => Ok(Confinement::None),
+            Err(unavailable) => Err(ToolOutput::error(format!(
+                "{unavailable}. In auto mode commands run only inside the sandbox, so this \
+                 one did not run; the user can approve it to run without one."
+            ))),
+        }
+    }
+
+    /// The command for `script` in `workdir`: `bash -c` in the login shell's environment,
+    /// or `bash -lc` when there is no snapshot of it.
+    async fn command(
+        &self,
+        script: &str,
+        workdir: &Path,
+        confinement: &Confinement,
+    ) -> Result<Command, ToolOutput> {
+        #[cfg(unix)]
+        {
+            let capture = |capture_script: &str| {
+                confinement.command(capture_script, ShellStartup::Login).ok()
+            };
+            if let Some(snapshot) =
+                self.login.snapshot(confinement.policy(), workdir, capture).await
+            {
+                let mut command = confinement.command(script, ShellStartup::Plain)?;
+                snapshot.apply(&mut command);
+                return Ok(command);
             }
-        };
-        sandbox.command(script, &policy).map_err(|error| ToolOutput::error(error.to_string()))
+        }
+        #[cfg(not(unix))]
+        let _ = workdir;
+        confinement.command(script, ShellStartup::Login)
+    }
+}
+
+/// Where a command runs.
+enum Confinement {
+    None,
+    Sandbox(Sandbox, SandboxPolicy),
+}
+
+impl Confinement {
+    fn policy(&self) -> Option<&SandboxPolicy> {
+        match self {
+            Confinement::None => None,
+            Confinement::Sandbox(_, policy) => Some(policy),
+        }
+    }
+
+    fn command(&self, script: &str, startup: ShellStartup) -> Result<Command, ToolOutput> {
+        match self {
+            Confinement::None => Ok(process::shell_command_with(script, startup)),
+            Confinement::Sandbox(sandbox, policy) => sandbox
+                .shell_command(script, startup, policy)
+                .map_err(|error| ToolOutput::error(error.to_string())),
+        }
     }
 }
 
@@ -155,7 +210,8 @@ impl Tool for ShellTool {
         ToolDefinition {
             name: "shell".to_string(),
             description: format!(
-                "Runs a shell command with `bash -lc` and returns its exit code and combined \
+                "Runs a shell command with `bash -c` in the user's login environment (the \
+                 profile's variables, functions and aliases) and returns its exit code and combined \
                  stdout/stderr. Standard input is empty (nothing can be typed into the \
                  command), so use non-interactive flags. Long output keeps its start and end \
                  and drops the middle: filter it (grep, head, tail) when you need a part. The \
@@ -168,7 +224,7 @@ impl Tool for ShellTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "command": {"type": "string", "description": "The command line, run by `bash -lc`."},
+                    "command": {"type": "string", "description": "The command line, run by `bash -c`."},
                     "workdir": {"type": "string", "description": "Directory to run in (default: the working directory)."},
                     "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS, "description": format!("Milliseconds before the command is killed (default {DEFAULT_TIMEOUT_MS}).")}
                 },
@@ -207,7 +263,11 @@ impl Tool for ShellTool {
                     ));
                 }
             };
-            let command = match self.command(&arguments.command, &workdir, context) {
+            let command = match self.confinement(&arguments.command, &workdir, context) {
+                Ok(confinement) => self.command(&arguments.command, &workdir, &confinement).await,
+                Err(output) => Err(output),
+            };
+            let command = match command {
                 Ok(command) => command,
                 Err(output) => return output,
             };
