@@ -1,6 +1,7 @@
-//! Findings of the security review of the permission policy (issue 3), each pinned
-//! through the public API: commands wrongly judged read-only, allow rules that matched
-//! too much, `cd` hiding where a command writes, "always" rules that were too broad.
+//! How the permission policy judges shell commands, through the public API: which
+//! programs and flags write or run other commands (git config and hooks included), what an
+//! allow rule covers, where `cd` and symlinks make a command write, and how broad an
+//! "always" rule may be.
 
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::{

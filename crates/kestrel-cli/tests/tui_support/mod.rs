@@ -218,3 +218,19 @@ pub fn children(pid: u32) -> Vec<u32> {
 pub fn snapshot_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tui")
 }
+
+/// A step that runs `touch FILE` through the shell tool (a command ask mode asks about).
+pub fn touch(file: &str) -> kestrel_testkit::Step {
+    kestrel_testkit::Step::tool_call(
+        "shell",
+        serde_json::json!({"command": format!("touch {file}")}),
+    )
+}
+
+impl TuiTest {
+    /// The id of the only session (its record's file name).
+    pub fn only_session_id(&self) -> String {
+        let records = self.env.records();
+        records[0].file_stem().unwrap().to_string_lossy().into_owned()
+    }
+}
