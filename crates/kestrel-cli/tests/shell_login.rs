@@ -1,0 +1,143 @@
+//! The shell tool runs commands in the user's login environment without running the
+//! login profile for each one: a PATH entry, a variable, a function and an alias set only
+//! in `~/.bash_profile` reach commands, the profile's own output does not reach the
+//! model, the profile runs once per session, and again after it changed. Through
+//! `kestrel exec` in auto (sandboxed) and yolo, with a temp HOME.
+
+mod common;
+
+use common::{TestEnv, Wire, stderr};
+use kestrel_testkit::{Script, Step};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// A login profile that changes what commands see, counts its runs in `$HOME/runs`, and
+/// prints noise on both stdout and stderr (as pyenv's `cannot rehash` does).
+const PROFILE: &str = r#"echo ran >> "$HOME/runs"
+export PATH="$HOME/profile-bin:$PATH"
+export KESTREL_PROFILE_VALUE=from-profile-1
+export KESTREL_PROFILE_TOKEN=tok-should-not-leak
+greet() { echo "hello from $1"; }
+shopt -s expand_aliases
+alias kq='echo alias-ran'
+echo "profile-stdout-noise"
+echo "pyenv: cannot rehash: profile-stderr-noise" >&2
+"#;
+
+fn login_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".bash_profile"), PROFILE).unwrap();
+    let bin = home.path().join("profile-bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("kq-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho tool-on-path\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home
+}
+
+fn shell_calls(commands: &[&str]) -> Script {
+    let mut steps: Vec<Step> = commands
+        .iter()
+        .map(|command| Step::tool_call("shell", json!({ "command": command })))
+        .collect();
+    steps.push(Step::text("done"));
+    Script::new(steps)
+}
+
+/// The shell results of the session, in order: (output, is_error).
+fn results(env: &TestEnv) -> Vec<(String, bool)> {
+    env.record_items()
+        .iter()
+        .filter(|item| item["type"] == "tool_result")
+        .map(|item| {
+            (item["output"].as_str().unwrap().to_string(), item["is_error"] == Value::Bool(true))
+        })
+        .collect()
+}
+
+fn profile_runs(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("runs")).unwrap_or_default().lines().count()
+}
+
+#[test]
+fn login_profile_path_functions_and_aliases_reach_commands_without_its_noise() {
+    for mode in ["auto", "yolo"] {
+        let home = login_home();
+        let command = "kq-tool; greet world; kq; echo value=$KESTREL_PROFILE_VALUE; \
+                       echo token=${KESTREL_PROFILE_TOKEN:-unset}";
+        let env = TestEnv::new(Wire::Chat, shell_calls(&[command, command, command]));
+        let output = env
+            .command(&["exec", "--mode", mode, "run it"])
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{mode}: {}", stderr(&output));
+        let results = results(&env);
+        assert_eq!(results.len(), 3, "{mode}: {results:?}");
+        for (text, is_error) in &results {
+            assert!(!is_error, "{mode}: {text}");
+            for expected in [
+                "tool-on-path",
+                "hello from world",
+                "alias-ran",
+                "value=from-profile-1",
+                "token=unset",
+            ] {
+                assert!(text.contains(expected), "{mode}: {expected:?} missing from {text}");
+            }
+            assert!(
+                !text.contains("noise"),
+                "{mode}: the profile's output reached the model: {text}"
+            );
+        }
+        assert_eq!(profile_runs(home.path()), 1, "{mode}: the profile ran once for three commands");
+    }
+}
+
+#[test]
+fn a_changed_profile_is_read_again() {
+    let home = login_home();
+    let profile = home.path().join(".bash_profile");
+    let change =
+        format!("sed -i s/from-profile-1/from-profile-2/ {} && echo changed", profile.display());
+    let show = "echo value=$KESTREL_PROFILE_VALUE";
+    let env = TestEnv::new(Wire::Chat, shell_calls(&[show, &change, show]));
+    let output = env
+        .command(&["exec", "--mode", "yolo", "change the profile"])
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = results(&env);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results[0].0.contains("value=from-profile-1"), "{results:?}");
+    assert!(results[1].0.contains("changed"), "{results:?}");
+    assert!(results[2].0.contains("value=from-profile-2"), "the new profile: {results:?}");
+    assert_eq!(profile_runs(home.path()), 2, "once before the change and once after");
+}
+
+#[test]
+fn a_profile_that_fails_leaves_commands_running_in_a_login_shell() {
+    let home = tempfile::tempdir().unwrap();
+    // The capture never gets to run: commands fall back to `bash -lc`, which still
+    // runs the profile up to its exit for each one.
+    std::fs::write(
+        home.path().join(".bash_profile"),
+        "echo ran >> \"$HOME/runs\"\nexport KESTREL_PROFILE_VALUE=early\nexit 3\n",
+    )
+    .unwrap();
+    let env = TestEnv::new(Wire::Chat, shell_calls(&["echo value=$KESTREL_PROFILE_VALUE"; 2]));
+    let output = env
+        .command(&["exec", "--mode", "yolo", "run it"])
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = results(&env);
+    assert_eq!(results.len(), 2, "{results:?}");
+    // `exit` in the profile ends the login shell before the command: as before.
+    for (text, _) in &results {
+        assert!(text.contains("Exit code: 3"), "{results:?}");
+    }
+}
