@@ -6,7 +6,7 @@ use crate::AgentError;
 use crate::approval::Unattended;
 use crate::event::AgentEvent;
 use crate::session::EventSink;
-use crate::setup::{Launch, open_session};
+use crate::setup::{Launch, open_session, open_swarm_session};
 use crate::subagent::ProcessHost;
 use futures_util::future::BoxFuture;
 use kestrel_protocol::{
@@ -41,6 +41,9 @@ pub struct ExecOptions {
     pub progress: bool,
     /// `--cd` was given: a resumed session runs there, not in its recorded cwd.
     pub cwd_given: bool,
+    /// A new session plays this swarm role (a swarm job on a cluster node, ARCHITECTURE
+    /// §10); a resumed one keeps the role its record names.
+    pub swarm: Option<kestrel_protocol::swarm::SwarmSessionTag>,
 }
 
 /// Where exec writes; the binary passes its stdout and stderr.
@@ -72,7 +75,10 @@ pub async fn run_exec(
             Some(summary.id)
         }
     };
-    let mut session = open_session(&launch, resume_id.as_ref(), Arc::new(Unattended))?;
+    let mut session = match (&options.swarm, &resume_id) {
+        (Some(tag), None) => open_swarm_session(&launch, tag.clone(), Arc::new(Unattended))?,
+        _ => open_session(&launch, resume_id.as_ref(), Arc::new(Unattended))?,
+    };
     // Subagents run as `kestrel worker` processes of this host (ARCHITECTURE §2); a
     // subagent session never starts its own.
     if session.parent_id().is_none()

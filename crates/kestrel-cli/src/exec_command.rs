@@ -62,6 +62,10 @@ struct CommonArgs {
     /// Reasoning effort: minimal, low, medium or high.
     #[arg(long)]
     reasoning: Option<String>,
+    /// A swarm job's role session (JSON of its tag: run, task, role, attempt); set by
+    /// `kestrel swarm node`, not by people.
+    #[arg(long, hide = true)]
+    swarm_role: Option<String>,
 }
 
 pub fn run(args: ExecArgs) -> ExitCode {
@@ -110,10 +114,21 @@ fn prepare(
         })?,
     };
     let config = Config::load(&home, &cwd)?;
-    // exec ignores config `mode`: no one is there to answer questions.
-    let mode = match (common.mode.clone(), env("KESTREL_MODE")) {
-        (Some(mode), _) | (None, Some(mode)) => mode.parse::<Mode>().map_err(AgentError::Usage)?,
-        (None, None) => Mode::Auto,
+    let swarm = match &common.swarm_role {
+        Some(text) => Some(
+            serde_json::from_str::<kestrel_protocol::swarm::SwarmSessionTag>(text)
+                .map_err(|error| AgentError::Usage(format!("--swarm-role: {error}")))?,
+        ),
+        None => None,
+    };
+    // exec ignores config `mode`: no one is there to answer questions. A swarm role
+    // runs in its role's mode unless told otherwise.
+    let mode = match (common.mode.clone(), env("KESTREL_MODE"), &swarm) {
+        (Some(mode), _, _) | (None, Some(mode), None) => {
+            mode.parse::<Mode>().map_err(AgentError::Usage)?
+        }
+        (None, _, Some(tag)) => tag.role.default_mode(),
+        (None, None, None) => Mode::Auto,
     };
     // On resume the record's model is used unless one is named explicitly.
     let model = common
@@ -167,6 +182,7 @@ fn prepare(
         resume,
         progress: !common.json && std::io::stderr().is_terminal(),
         cwd_given: common.cd.is_some(),
+        swarm,
     };
     Ok((launch, options))
 }

@@ -33,6 +33,17 @@ enum SwarmCommand {
     Status(StatusArgs),
     /// List runs, newest first.
     List(ListArgs),
+    /// What a Ray job runs on a node (the `ray` executor); not for people.
+    #[command(hide = true)]
+    Node(NodeArgs),
+}
+
+#[derive(Args)]
+struct NodeArgs {
+    /// The run's git remote.
+    remote: String,
+    /// The ref on it holding the job's spec.
+    spec_ref: String,
 }
 
 #[derive(Args)]
@@ -132,6 +143,15 @@ pub fn run(args: SwarmArgs) -> ExitCode {
         SwarmCommand::Retry(args) => {
             let Some(launch) = launch(&home, &args.common) else { return ExitCode::from(2) };
             orchestrate(async move { kestrel_swarm::retry(launch, &args.run, &args.task).await })
+        }
+        SwarmCommand::Node(args) => {
+            let program = match std::env::current_exe() {
+                Ok(program) => program,
+                Err(error) => return fail(1, &error.to_string()),
+            };
+            orchestrate(async move {
+                Ok(kestrel_swarm::node(&program, &args.remote, &args.spec_ref).await)
+            })
         }
         SwarmCommand::Cancel(args) => {
             let common = CommonArgs { json: false, max_cost: None, max_parallel: None };

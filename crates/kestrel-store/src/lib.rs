@@ -11,6 +11,7 @@ mod file_lock;
 mod index;
 mod paths;
 mod record;
+mod record_copy;
 mod replay;
 mod session_list;
 mod storage;
@@ -29,6 +30,7 @@ pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};
 pub use paths::{KestrelHome, ensure_dir};
 pub use record::{SessionRecord, fork};
+pub use record_copy::{export_record, import_record};
 pub use replay::{Replay, read_record};
 pub use session_list::list_sessions_response;
 pub use storage::{

@@ -6,6 +6,7 @@ use crate::SwarmError;
 use crate::client::Daemon;
 use crate::events::EventLog;
 use crate::git::Git;
+use crate::ray::RayExecutor;
 use crate::verify::{Verification, VerifySpec, verify};
 use kestrel_protocol::swarm::{RunView, SwarmEvent, SwarmGraph, TaskSpec, TaskView};
 use kestrel_store::KestrelHome;
@@ -41,6 +42,8 @@ pub struct Run {
     pub network: bool,
     pub max_cost: Option<f64>,
     pub daemon: Daemon,
+    /// The `ray` executor's cluster; `None`: everything runs on this machine.
+    pub ray: Option<RayExecutor>,
     log: Mutex<EventLog>,
     /// Role turns at once (`max_parallel`); verifications have as many slots of their own.
     pub turns: Semaphore,
@@ -72,6 +75,7 @@ pub struct RunParts {
     pub max_cost: Option<f64>,
     pub max_parallel: usize,
     pub daemon: Daemon,
+    pub ray: Option<RayExecutor>,
     pub log: EventLog,
 }
 
@@ -91,6 +95,7 @@ impl Run {
             network: parts.network,
             max_cost: parts.max_cost,
             daemon: parts.daemon,
+            ray: parts.ray,
             log: Mutex::new(parts.log),
             turns: Semaphore::new(slots),
             verifications: Semaphore::new(slots),
@@ -183,6 +188,9 @@ impl Run {
             network: self.network,
         };
         let name = format!("{}-{attempt}-{kind}", task.id);
+        if let Some(ray) = &self.ray {
+            return crate::ray::verify_commit(self, ray, task, commit, &name).await;
+        }
         let scratch = self.workdir.join(".verify").join(&name);
         let log = self.logs_dir().join(format!("{name}.log"));
         verify(&self.repo, &spec, &scratch, &log).await

@@ -16,6 +16,9 @@ pub enum SwarmError {
     /// The daemon could not be reached or refused a request.
     #[error("the daemon: {0}")]
     Daemon(String),
+    /// The Ray cluster or a job on it (the `ray` executor).
+    #[error("{0}")]
+    Ray(String),
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -35,6 +38,7 @@ impl SwarmError {
             SwarmError::Git { .. }
             | SwarmError::Store(_)
             | SwarmError::Daemon(_)
+            | SwarmError::Ray(_)
             | SwarmError::Io { .. } => 1,
         }
     }

@@ -102,6 +102,40 @@ impl Git {
         ))
     }
 
+    /// Runs `git ARGS` with `input` on its stdin; fails like [`Git::run`].
+    pub async fn run_with_input(
+        &self,
+        args: &[&str],
+        input: &[u8],
+    ) -> Result<GitOutput, SwarmError> {
+        use tokio::io::AsyncWriteExt;
+        let failed = |message: String| SwarmError::Git {
+            command: format!("git {}", args.join(" ")),
+            dir: self.dir.clone(),
+            message,
+        };
+        let mut command = self.command(args);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child =
+            command.spawn().map_err(|error| failed(format!("cannot run git: {error}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input)
+                .await
+                .map_err(|error| failed(format!("cannot write to git: {error}")))?;
+        }
+        let output = child
+            .wait_with_output()
+            .await
+            .map_err(|error| failed(format!("cannot run git: {error}")))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if !output.status.success() {
+            return Err(failed(first_lines(&stderr, &stdout)));
+        }
+        Ok(GitOutput { stdout, stderr })
+    }
+
     async fn raw(&self, args: &[&str]) -> Result<GitOutput, SwarmError> {
         let output = Command::new("git")
             .args(args)

@@ -14,6 +14,7 @@ mod merge;
 mod outcome;
 mod plan;
 mod prompts;
+mod ray;
 mod run;
 mod scheduler;
 mod task;
@@ -22,4 +23,5 @@ mod verify;
 
 pub use error::SwarmError;
 pub use events::{Console, describe};
+pub use ray::node::node;
 pub use run::{Input, Launch, RunRequest, cancel, resume, retry, run};

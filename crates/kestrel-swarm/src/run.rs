@@ -9,10 +9,13 @@ use crate::context::{Models, Run, RunParts};
 use crate::events::{Console, EventLog};
 use crate::git::Git;
 use crate::plan::{Planned, plan};
+use crate::ray::RayExecutor;
 use crate::scheduler::{Outcome, schedule};
 use kestrel_protocol::SessionId;
 use kestrel_protocol::swarm::{RunEnd, SwarmEvent, SwarmGraph, TaskState, integration_branch};
-use kestrel_store::{Config, KestrelHome, RunLock, SwarmRunDir, parse_graph, split_model_ref};
+use kestrel_store::{
+    Config, Executor, KestrelHome, RunLock, SwarmRunDir, parse_graph, split_model_ref,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +104,7 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
     })?;
     let goal_mode = matches!(request.input, Input::Goal(_));
     let models = choose_models(&config, goal_mode)?;
-    check_sandbox(&config)?;
+    let ray = prepare_executor(&config, &repo).await?;
     if request.dry_run {
         if goal_mode {
             return Err(SwarmError::Usage(
@@ -143,6 +146,7 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
         models,
         log,
         max_parallel,
+        ray,
     )?));
     if let Input::Goal(goal) = &request.input {
         match plan(&run, goal, &base_commit).await? {
@@ -300,7 +304,7 @@ async fn reopen(launch: &Launch, query: &str) -> Result<(Arc<Run>, RunLock), Swa
     let repo = Git::new(repo);
     let config = load_config(&launch.home, repo.dir())?;
     let models = choose_models(&config, graph.tasks.is_empty())?;
-    check_sandbox(&config)?;
+    let ray = prepare_executor(&config, &repo).await?;
     launch.console.note(&format!("run {run_id}"));
     // The run's own limits hold unless the command line says otherwise.
     let started = log.entries().iter().find_map(|entry| match &entry.event {
@@ -315,8 +319,8 @@ async fn reopen(launch: &Launch, query: &str) -> Result<(Arc<Run>, RunLock), Swa
         .unwrap_or(config.swarm.max_parallel);
     let mut launch = launch.clone();
     launch.max_cost = launch.max_cost.or(started.and_then(|(_, cost)| cost));
-    let parts =
-        parts(&launch, &config, &run_id, repo, PathBuf::from(workdir), models, log, max_parallel)?;
+    let workdir = PathBuf::from(workdir);
+    let parts = parts(&launch, &config, &run_id, repo, workdir, models, log, max_parallel, ray)?;
     Ok((Arc::new(Run::new(parts)), lock))
 }
 
@@ -351,6 +355,7 @@ fn parts(
     models: Models,
     log: EventLog,
     max_parallel: usize,
+    ray: Option<RayExecutor>,
 ) -> Result<RunParts, SwarmError> {
     std::fs::create_dir_all(&workdir)
         .map_err(|error| SwarmError::io("cannot create", &workdir, error))?;
@@ -367,6 +372,7 @@ fn parts(
         max_cost: launch.max_cost,
         max_parallel,
         daemon: Daemon::new(launch.home.clone(), launch.program.clone()),
+        ray,
         log,
     })
 }
@@ -396,7 +402,12 @@ fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmEr
              [swarm.roles.reviewer] allow_same_model = true"
         )));
     }
-    let mut check = vec![&implementer, &reviewer];
+    // On a cluster the implementer's and reviewer's keys are the nodes' own.
+    let mut check = if matches!(swarm.executor, Executor::Ray(_)) {
+        Vec::new()
+    } else {
+        vec![&implementer, &reviewer]
+    };
     if needs_planner {
         check.push(&planner);
     }
@@ -421,21 +432,18 @@ fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmEr
     Ok(Models { planner, implementer, reviewer })
 }
 
-/// What the run needs of this machine: the local executor (the Ray one is not built
-/// yet) and an OS sandbox for the verifier.
-fn check_sandbox(config: &Config) -> Result<(), SwarmError> {
-    if let kestrel_store::Executor::Ray(_) = config.swarm.executor {
-        return Err(SwarmError::Usage(
-            "[swarm] executor = \"ray\" is not available in this version: set executor = \"local\" \
-             (or remove it) in config.toml"
-                .into(),
-        ));
+/// What the executor needs: for `ray` a cluster that answers and a remote that can be
+/// read; for `local` an OS sandbox for the verifier on this machine.
+async fn prepare_executor(config: &Config, repo: &Git) -> Result<Option<RayExecutor>, SwarmError> {
+    if let Executor::Ray(settings) = &config.swarm.executor {
+        return RayExecutor::connect(settings, repo).await.map(Some);
     }
     kestrel_platform::Sandbox::detect(config.sandbox.network).map(|_| ()).map_err(|error| {
         SwarmError::Usage(format!(
             "the verifier runs acceptance commands in the OS sandbox, and {error}"
         ))
-    })
+    })?;
+    Ok(None)
 }
 
 /// `--dry-run`: the order the tasks would run in, dependencies first.

@@ -264,7 +264,9 @@ impl Driver<'_> {
             }
             TurnResult::Ended { session, turn } => (session, Ok(turn.verdict)),
         };
-        self.run.daemon.detach(&session).await;
+        if self.run.ray.is_none() {
+            self.run.daemon.detach(&session).await;
+        }
         let (approve, findings) = match verdict {
             Ok(Some(verdict)) => verdict,
             Ok(None) => {

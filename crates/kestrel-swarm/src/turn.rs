@@ -8,11 +8,11 @@ use crate::SwarmError;
 use crate::client::{PromptEnd, SessionSignal};
 use crate::context::Run;
 use crate::outcome::{RecordedTurn, recorded_turn};
-use kestrel_protocol::swarm::{SwarmEvent, SwarmSessionTag};
+use kestrel_protocol::swarm::{SwarmEvent, SwarmRole, SwarmSessionTag};
 use kestrel_protocol::{SessionId, StopReason};
 use std::path::Path;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{SemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// How often one turn is sent again after its worker died or the daemon went away.
@@ -49,6 +49,11 @@ pub async fn run_turn(
     spec: TurnSpec<'_>,
     cancel: &CancellationToken,
 ) -> Result<TurnResult, SwarmError> {
+    if let Some(ray) = &run.ray
+        && spec.tag.role != SwarmRole::Planner
+    {
+        return crate::ray::run_turn(run, ray, spec, cancel).await;
+    }
     let line = spec.tag.prompt_line();
     // A turn the record already has (a resumed run) is taken as it stands.
     if let Some(session) = &spec.session {
@@ -57,18 +62,7 @@ pub async fn run_turn(
             return finish(run, &spec.tag, session, recorded);
         }
     }
-    // The budget and a rate-limit pause are checked again once a slot is had: turns
-    // queued for a slot must not start past them.
-    let _slot = loop {
-        if run.stop.is_cancelled() || !run.within_budget()? {
-            return Ok(TurnResult::Stopped);
-        }
-        run.wait_for_pause().await;
-        let Ok(slot) = run.turns.acquire().await else { return Ok(TurnResult::Stopped) };
-        if run.may_start_turn()? {
-            break slot;
-        }
-    };
+    let Some(_slot) = take_slot(run).await? else { return Ok(TurnResult::Stopped) };
     if cancel.is_cancelled() {
         return Ok(TurnResult::Cancelled);
     }
@@ -175,6 +169,22 @@ pub async fn run_turn(
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+        }
+    }
+}
+
+/// A turn slot (`max_parallel`); `None` when the run stops first. The budget and a
+/// rate-limit pause are checked again once a slot is had: turns queued for a slot must
+/// not start past them.
+pub(crate) async fn take_slot(run: &Run) -> Result<Option<SemaphorePermit<'_>>, SwarmError> {
+    loop {
+        if run.stop.is_cancelled() || !run.within_budget()? {
+            return Ok(None);
+        }
+        run.wait_for_pause().await;
+        let Ok(slot) = run.turns.acquire().await else { return Ok(None) };
+        if run.may_start_turn()? {
+            return Ok(Some(slot));
         }
     }
 }
@@ -287,12 +297,12 @@ fn on_signal(
     Ok(())
 }
 
-fn finished(turn: &RecordedTurn) -> bool {
+pub(crate) fn finished(turn: &RecordedTurn) -> bool {
     matches!(turn.ended, Some(StopReason::EndTurn | StopReason::MaxTurns | StopReason::Failed))
 }
 
 /// The result of a finished turn, its `turn_finished` written once.
-fn finish(
+pub(crate) fn finish(
     run: &Run,
     tag: &SwarmSessionTag,
     session: &SessionId,
@@ -312,7 +322,7 @@ fn finish(
 }
 
 /// Writes `turn_finished` unless the log has it for this session and attempt already.
-fn record_finished(
+pub(crate) fn record_finished(
     run: &Run,
     tag: &SwarmSessionTag,
     session: &SessionId,

@@ -164,6 +164,13 @@ pub(super) struct ReviewerTable {
 pub(super) struct RayTable {
     pub address: Option<String>,
     pub remote: Option<String>,
+    pub kestrel: Option<String>,
+    pub num_cpus: Option<f64>,
+    pub memory_mb: Option<u64>,
+    pub job_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    pub env_file: Option<String>,
 }
 
 /// The built-in providers, as a bottom layer that user and project files merge over

@@ -53,14 +53,33 @@ impl Executor {
     }
 }
 
+/// Seconds a Ray job may run when `[swarm.ray] job_timeout_s` is unset.
+pub const DEFAULT_RAY_JOB_TIMEOUT_S: u64 = 3600;
+
 /// `[swarm.ray]`: the cluster that runs a run's jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RaySettings {
     /// The Jobs API, e.g. `http://127.0.0.1:8265` (no trailing `/`).
     pub address: String,
     /// The git remote nodes fetch from and push branches to.
     pub remote: String,
+    /// The `kestrel` binary on every node (default `kestrel`, found on the node's PATH).
+    pub kestrel: String,
+    /// CPUs each job reserves (`entrypoint_num_cpus`); default 1.
+    pub num_cpus: f64,
+    /// Memory each job reserves, in MiB (`entrypoint_memory`); 0: none reserved.
+    pub memory_mb: u64,
+    /// Seconds a job may run before it is stopped and its attempt fails.
+    pub job_timeout_s: u64,
+    /// Variables every job gets; names that look secret are refused (keys come from
+    /// the node's own environment or `env_file`, never through the cluster).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// A `NAME=value` file on each node that the job reads into the environment of the
+    /// `kestrel` it runs (provider keys).
+    pub env_file: Option<String>,
 }
+
+impl Eq for RaySettings {}
 
 /// `[swarm.roles.planner]`, `[swarm.roles.implementer]`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -245,7 +264,39 @@ fn resolve_ray(
         .remote
         .filter(|remote| !remote.trim().is_empty())
         .ok_or_else(|| missing("remote", "git@example.org:team/repo.git"))?;
-    Ok(RaySettings { address: address.trim_end_matches('/').to_owned(), remote })
+    if let Some(name) = table.env.keys().find(|name| kestrel_platform::is_secret_name(name)) {
+        return Err(ConfigError::Invalid {
+            path: path_of(&["swarm", "ray", "env"]),
+            message: format!(
+                "[swarm.ray] env sets `{name}`, a name that looks secret: job variables are \
+                 visible to everyone who can read the cluster's jobs; put keys in the nodes' \
+                 own environment or a file named by [swarm.ray] env_file"
+            ),
+        });
+    }
+    let num_cpus = table.num_cpus.unwrap_or(1.0);
+    if !(num_cpus.is_finite() && num_cpus > 0.0) {
+        return Err(ConfigError::Invalid {
+            path: path_of(&["swarm", "ray", "num_cpus"]),
+            message: format!("[swarm.ray] num_cpus must be more than 0, not {num_cpus}"),
+        });
+    }
+    if table.job_timeout_s == Some(0) {
+        return Err(ConfigError::Invalid {
+            path: path_of(&["swarm", "ray", "job_timeout_s"]),
+            message: "[swarm.ray] job_timeout_s must be at least 1".to_string(),
+        });
+    }
+    Ok(RaySettings {
+        address: address.trim_end_matches('/').to_owned(),
+        remote,
+        kestrel: table.kestrel.filter(|path| !path.trim().is_empty()).unwrap_or("kestrel".into()),
+        num_cpus,
+        memory_mb: table.memory_mb.unwrap_or(0),
+        job_timeout_s: table.job_timeout_s.unwrap_or(DEFAULT_RAY_JOB_TIMEOUT_S),
+        env: table.env,
+        env_file: table.env_file.filter(|path| !path.trim().is_empty()),
+    })
 }
 
 /// `~` or `~/...` expanded with `$HOME`; anything else must be absolute.
@@ -358,6 +409,12 @@ allow_same_model = true
 [swarm.ray]
 address = "http://127.0.0.1:8265/"
 remote = "git@example.org:team/repo.git"
+kestrel = "/opt/kestrel/bin/kestrel"
+num_cpus = 2.5
+memory_mb = 4096
+job_timeout_s = 900
+env = { KESTREL_HOME = "/srv/kestrel", PATH = "/opt/bin:/usr/bin" }
+env_file = "/etc/kestrel/keys.env"
 "#,
         )
         .unwrap()
@@ -368,9 +425,31 @@ remote = "git@example.org:team/repo.git"
             swarm.executor,
             Executor::Ray(RaySettings {
                 address: "http://127.0.0.1:8265".into(),
-                remote: "git@example.org:team/repo.git".into()
+                remote: "git@example.org:team/repo.git".into(),
+                kestrel: "/opt/kestrel/bin/kestrel".into(),
+                num_cpus: 2.5,
+                memory_mb: 4096,
+                job_timeout_s: 900,
+                env: [("KESTREL_HOME", "/srv/kestrel"), ("PATH", "/opt/bin:/usr/bin")]
+                    .into_iter()
+                    .map(|(name, value)| (name.to_string(), value.to_string()))
+                    .collect(),
+                env_file: Some("/etc/kestrel/keys.env".into()),
             })
         );
+        let ray = |extra: &str| {
+            format!(
+                "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"http://h:1\"\nremote = \"r\"\n{extra}"
+            )
+        };
+        let Executor::Ray(defaults) = parse(&ray("")).unwrap().swarm.executor else {
+            panic!("not ray")
+        };
+        assert_eq!(
+            (defaults.kestrel.as_str(), defaults.num_cpus, defaults.memory_mb),
+            ("kestrel", 1.0, 0)
+        );
+        assert_eq!((defaults.job_timeout_s, defaults.env_file), (DEFAULT_RAY_JOB_TIMEOUT_S, None));
         assert_eq!(swarm.planner.model.as_deref(), Some("anthropic/claude-opus-4-5"));
         assert_eq!(swarm.implementer.model.as_deref(), Some("openai/gpt-5.1-codex"));
         assert_eq!(swarm.reviewer.model.as_deref(), Some("anthropic/claude-sonnet-4-5"));
@@ -403,6 +482,19 @@ remote = "git@example.org:team/repo.git"
                 "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"h:1\"\nremote = \"r\"\n",
                 "not an http:// or https:// URL",
             ),
+            (
+                "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"http://h:1\"\nremote = \"r\"\nenv = { OPENAI_API_KEY = \"sk\" }\n",
+                "`OPENAI_API_KEY`, a name that looks secret",
+            ),
+            (
+                "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"http://h:1\"\nremote = \"r\"\nnum_cpus = 0\n",
+                "num_cpus must be more than 0",
+            ),
+            (
+                "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"http://h:1\"\nremote = \"r\"\njob_timeout_s = 0\n",
+                "job_timeout_s must be at least 1",
+            ),
+            ("[swarm.ray]\nnodes = 3\n", "unknown field `nodes`"),
         ];
         for (text, expected) in cases {
             let message = parse(text).unwrap_err().to_string();

@@ -1,0 +1,208 @@
+//! One implementer or reviewer turn as a Ray job. The task's branch is pushed as it
+//! stands here (the node starts from exactly that commit), the job's spec with it; the
+//! job's `session.started` event announces the turn; afterwards the task's session
+//! records come back into this home (so the outcome, `status` and the TUI read them as
+//! for a local turn) and the implementer's commit is fast-forwarded into the worktree.
+
+use super::RayExecutor;
+use super::follow::JobEnd;
+use super::remote::{commit_files, fetch, push, read_file};
+use super::spec::{JobSpec, JobWork, records_ref, spec_ref};
+use crate::SwarmError;
+use crate::context::Run;
+use crate::git::Git;
+use crate::outcome::recorded_turn;
+use crate::turn::{TurnResult, TurnSpec, finish, finished, record_finished, take_slot};
+use kestrel_protocol::SessionId;
+use kestrel_protocol::swarm::{SwarmEvent, SwarmRole, SwarmSessionTag, task_branch};
+use std::collections::BTreeMap;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run_turn(
+    run: &Run,
+    ray: &RayExecutor,
+    spec: TurnSpec<'_>,
+    cancel: &CancellationToken,
+) -> Result<TurnResult, SwarmError> {
+    let tag = &spec.tag;
+    let line = tag.prompt_line();
+    import_records(run, ray, tag).await?;
+    // A turn the record already has (a resumed run) is taken as it stands.
+    if let Some(session) = &spec.session {
+        let recorded = recorded_turn(&run.home, session, &line)?;
+        if recorded.prompted && finished(&recorded) {
+            return finish(run, tag, session, recorded);
+        }
+    }
+    let Some(_slot) = take_slot(run).await? else { return Ok(TurnResult::Stopped) };
+    if cancel.is_cancelled() {
+        return Ok(TurnResult::Cancelled);
+    }
+    let worktree = Git::new(spec.cwd);
+    let branch = format!("refs/heads/{}", task_branch(&run.id, &tag.task));
+    let implementer = tag.role == SwarmRole::Implementer;
+    if implementer && worktree.is_dirty().await? {
+        // The integration branch merged in with conflicts: the node resolves them from
+        // this commit, markers and all.
+        worktree
+            .commit_all(&format!("{}: merge {} (conflicts to resolve)", tag.task, run.branch))
+            .await?;
+    }
+    let commit = worktree.head().await?;
+    push(&worktree, ray.remote(), &commit, &branch, true).await?;
+    let job = format!("kestrel-{}-{}-{}-{}", run.id, tag.task, tag.attempt, tag.role.as_str());
+    let title = run.graph().task(&tag.task).map(|task| task.title.clone()).unwrap_or_default();
+    let job_spec = JobSpec {
+        fetch: branch.clone(),
+        commit: commit.clone(),
+        env_file: ray.settings.env_file.clone(),
+        work: JobWork::Turn {
+            tag: tag.clone(),
+            model: spec.model.to_string(),
+            prompt: spec.prompt.clone(),
+            session: spec.session.as_ref().map(ToString::to_string),
+            push_branch: implementer.then(|| branch.clone()),
+            message: format!("{}: {} (attempt {})", tag.task, title, tag.attempt),
+        },
+    };
+    let spec_ref = publish_spec(run, ray, &job, &job_spec).await?;
+    let mut started: Option<SessionId> = spec.session.clone();
+    let mut emit_error = None;
+    let mut on_event = |event: &serde_json::Value| {
+        if event["type"] != "session.started" {
+            return;
+        }
+        let Some(id) = event["session_id"].as_str() else { return };
+        let session = SessionId::from_string(id);
+        started = Some(session.clone());
+        if let Err(error) = announce(run, tag, &session, spec.model) {
+            emit_error = Some(error);
+        }
+    };
+    let metadata = metadata(tag);
+    let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel).await?;
+    if let Some(error) = emit_error {
+        return Err(error);
+    }
+    import_records(run, ray, tag).await?;
+    if implementer {
+        take_branch(run, ray, &worktree, &branch, tag).await?;
+    }
+    let session = started.unwrap_or_else(|| SessionId::from_string(&job));
+    let failed = |message: String| Ok(TurnResult::Failed { session: session.clone(), message });
+    match end {
+        JobEnd::Cancelled => {
+            if let Ok(recorded) = recorded_turn(&run.home, &session, &line) {
+                record_finished(run, tag, &session, &recorded, "cancelled")?;
+            }
+            Ok(TurnResult::Cancelled)
+        }
+        JobEnd::TimedOut => failed(format!(
+            "the Ray job ran past [swarm.ray] job_timeout_s ({} s) and was stopped",
+            ray.settings.job_timeout_s
+        )),
+        JobEnd::Lost(why) => failed(format!("the Ray job was lost twice: {why}")),
+        JobEnd::Done(result) => {
+            if let Some(error) = result.error {
+                return failed(format!("the Ray job failed on its node: {error}"));
+            }
+            let Some(id) = result.session else {
+                return failed("the Ray job named no session".to_string());
+            };
+            let session = SessionId::from_string(&id);
+            let recorded = recorded_turn(&run.home, &session, &line)?;
+            if recorded.prompted && finished(&recorded) {
+                return finish(run, tag, &session, recorded);
+            }
+            record_finished(run, tag, &session, &recorded, "interrupted")?;
+            Ok(TurnResult::Failed {
+                session,
+                message: "the turn did not finish on its node (its record has no end)".to_string(),
+            })
+        }
+    }
+}
+
+/// `turn_started`, once per session and attempt (a resumed run following its job again
+/// says nothing new).
+fn announce(
+    run: &Run,
+    tag: &SwarmSessionTag,
+    session: &SessionId,
+    model: &str,
+) -> Result<(), SwarmError> {
+    let announced = run.any_event(|event| {
+        matches!(event, SwarmEvent::TurnStarted { task, role, attempt, session: s, .. }
+            if *task == tag.task && *role == tag.role && *attempt == tag.attempt && s == session)
+    });
+    if announced {
+        return Ok(());
+    }
+    run.emit(SwarmEvent::TurnStarted {
+        task: tag.task.clone(),
+        role: tag.role,
+        attempt: tag.attempt,
+        session: session.clone(),
+        model: model.to_string(),
+    })
+}
+
+/// What the cluster's job list shows of the job (never a key: those stay on the nodes).
+fn metadata(tag: &SwarmSessionTag) -> BTreeMap<String, String> {
+    [
+        ("kestrel_run", tag.run.clone()),
+        ("kestrel_task", tag.task.clone()),
+        ("kestrel_role", tag.role.as_str().to_string()),
+        ("kestrel_attempt", tag.attempt.to_string()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value))
+    .collect()
+}
+
+/// The job's spec as a commit on the remote; returns its ref.
+pub(super) async fn publish_spec(
+    run: &Run,
+    ray: &RayExecutor,
+    job: &str,
+    spec: &JobSpec,
+) -> Result<String, SwarmError> {
+    let json = serde_json::to_vec_pretty(spec)
+        .map_err(|error| SwarmError::Ray(format!("cannot write the job's spec: {error}")))?;
+    let commit = commit_files(&run.repo, None, &[("spec.json".to_string(), json)], job).await?;
+    let target = spec_ref(&run.id, job);
+    push(&run.repo, ray.remote(), &commit, &target, true).await?;
+    Ok(target)
+}
+
+/// The task's session records from the remote into this home.
+async fn import_records(
+    run: &Run,
+    ray: &RayExecutor,
+    tag: &SwarmSessionTag,
+) -> Result<(), SwarmError> {
+    let source = records_ref(&tag.run, &tag.task);
+    let Some(tip) = fetch(&run.repo, ray.remote(), &source, &source).await? else { return Ok(()) };
+    let listed = run.repo.run(&["ls-tree", "--name-only", "-z", &tip]).await?.stdout;
+    for name in listed.split('\0').filter(|name| name.ends_with(".jsonl")) {
+        if let Some(bytes) = read_file(&run.repo, &tip, name).await? {
+            kestrel_store::import_record(&run.home, &bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// The implementer's pushed commit into the task's worktree (a fast-forward: the node
+/// started from the worktree's commit).
+async fn take_branch(
+    run: &Run,
+    ray: &RayExecutor,
+    worktree: &Git,
+    branch: &str,
+    tag: &SwarmSessionTag,
+) -> Result<(), SwarmError> {
+    let local = format!("refs/kestrel/fetched/{}/{}", run.id, tag.task);
+    let Some(tip) = fetch(&run.repo, ray.remote(), branch, &local).await? else { return Ok(()) };
+    worktree.run(&["merge", "--ff-only", "--quiet", &tip]).await?;
+    Ok(())
+}
