@@ -20,7 +20,9 @@ const DAY: i64 = 24 * 3600 * 1000;
 fn session(home: &KestrelHome, id: &str, created_at: Timestamp, bytes: usize) -> PathBuf {
     let mut record = SessionRecord::create(home, header(id, created_at, "/w")).unwrap();
     let ts = Timestamp { millis: created_at.millis + 1 };
-    record.append(&RecordEntry { ts, item: RecordItem::UserMessage { text: "hello".into() } }).unwrap();
+    record
+        .append(&RecordEntry { ts, item: RecordItem::UserMessage { text: "hello".into() } })
+        .unwrap();
     let path = record.path().to_path_buf();
     let blobs = checkpoints(home, id).join("blobs");
     std::fs::create_dir_all(&blobs).unwrap();
