@@ -712,6 +712,7 @@ fn agent_error(error: AgentError) -> RpcError {
             StoreError::NoHome
             | StoreError::Io { .. }
             | StoreError::Locked { .. }
+            | StoreError::SessionLive { .. }
             | StoreError::InvalidHeader { .. }
             | StoreError::SessionExists { .. }
             | StoreError::NoSessions { .. }
