@@ -65,6 +65,22 @@ fn text_typed_before_the_daemon_is_up_is_kept_and_sent() {
 }
 
 #[test]
+fn text_typed_the_moment_it_starts_is_drawn_by_the_ui() {
+    let mut test = TuiTest::new(Script::new([]));
+    let pty = Pty::spawn(&test.command(&[]), ROWS, COLS).unwrap();
+    // Before, during or right after the switch to raw mode and the first frame: a
+    // person who starts typing at once. Echo would show it on the main screen only;
+    // the UI's alternate screen shows what the UI itself drew.
+    pty.type_text("zq-typed-at-once").unwrap();
+    test.pty = Some(pty);
+    let screen = test.wait("› zq-typed-at-once");
+    assert_eq!(screen.matches("zq-typed-at-once").count(), 1, "every key once: {screen}");
+    test.wait("● daemon ready");
+    test.type_text(" and on");
+    test.wait("› zq-typed-at-once and on");
+}
+
+#[test]
 fn a_streamed_markdown_answer_renders_headings_lists_code_and_tables() {
     let step = Step::text(MARKDOWN_ANSWER).with_fault(Fault::SlowChunks { delay_ms: 5 });
     let mut test = TuiTest::new(Script::new([step]));

@@ -1,8 +1,11 @@
 //! The entry point and the event loop. Order matters for start-up time: the terminal is
 //! set up and the first frame drawn before anything touches the disk or the network (or
-//! the async runtime is built); keys are read from then on, on a thread of their own,
-//! while the daemon is connected (started if needed) in the background. Frames are drawn after input at once and otherwise at most every
-//! [`FRAME`], so a fast stream does not redraw per token.
+//! the async runtime is built), while the daemon is connected (started if needed) in the
+//! background. Keys are read from right after raw mode, on a thread of their own that
+//! starts while the first frame is built (never holding it back): keys typed before or
+//! while it was drawn are drawn right after it, as soon as the runtime their handling
+//! needs is built, before anything else. Frames are drawn after input at once and
+//! otherwise at most every [`FRAME`], so a fast stream does not redraw per token.
 
 use crate::app::{App, TerminalRequest};
 use crate::error::TuiError;
@@ -88,18 +91,39 @@ fn check_env_mode() -> Result<(), TuiError> {
 }
 
 /// The first frame comes before anything else is built (the async runtime included);
-/// keys are read from right after it, on their own thread.
+/// the input thread starts first, so that its start-up overlaps the frame's.
 fn paint_then_run(options: StartOptions, home: KestrelHome) -> Result<TuiExit, TuiError> {
     let mut screen = terminal::enter()?;
+    let mut input = spawn_input_reader();
     let (events, receiver) = mpsc::channel::<AppEvent>(1024);
     let mut app = App::new(options, home, events.clone());
     screen.draw(|frame| ui::draw(frame, &mut app))?;
-    let input = spawn_input_reader();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let context = runtime.enter();
+    app.start();
+    // Keys typed before or during the first frame (handling a key may start a task).
+    if take_typed(&mut app, &mut input) && !app.should_quit {
+        screen.draw(|frame| ui::draw(frame, &mut app))?;
+    }
+    drop(context);
     let result = runtime.block_on(run_loop(screen, app, events, receiver, input));
     // Background tasks (a connect in progress) must not hold the exit.
     runtime.shutdown_background();
     result
+}
+
+/// Hands the keys read so far to the app, without waiting for more; true if there were
+/// any. What they ask of the terminal or the loop (quit, suspend) is done by the loop.
+/// Runs in the runtime's context.
+fn take_typed(app: &mut App, input: &mut mpsc::Receiver<crossterm::event::Event>) -> bool {
+    let mut any = false;
+    while !app.should_quit
+        && let Ok(event) = input.try_recv()
+    {
+        app.handle_terminal_event(event);
+        any = true;
+    }
+    any
 }
 
 async fn run_loop(
@@ -109,7 +133,6 @@ async fn run_loop(
     mut receiver: mpsc::Receiver<AppEvent>,
     mut input: mpsc::Receiver<crossterm::event::Event>,
 ) -> Result<TuiExit, TuiError> {
-    app.start();
     let redraw = events.clone();
     highlight::on_ready(move || {
         let _ = redraw.try_send(AppEvent::Redraw);
@@ -124,7 +147,32 @@ async fn run_loop(
     let mut last_update_frame: Option<Instant> = None;
     let mut dirty = false;
     let mut exit_signal = None;
+    // Set by the wait at the end of each turn of the loop; what keys typed during start-up
+    // asked for (quit, suspend) is done at the top of the first.
+    let mut draw_now = false;
     loop {
+        if app.should_quit {
+            break;
+        }
+        match app.terminal_request.take() {
+            Some(TerminalRequest::Clear) => terminal::repaint(&mut screen)?,
+            Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
+            None => {}
+        }
+        let update_due = last_update_frame.map_or(last_frame, |at| at + FRAME);
+        let urgent = std::mem::take(&mut app.urgent);
+        if std::mem::take(&mut draw_now) || (dirty && (urgent || Instant::now() >= update_due)) {
+            if std::mem::take(&mut app.bell) {
+                // Sent with the frame (ratatui flushes after drawing).
+                let _ = screen.backend_mut().write_all(b"\x07");
+            }
+            screen.draw(|frame| ui::draw(frame, &mut app))?;
+            app.frame_flushed();
+            last_frame = Instant::now();
+            if std::mem::take(&mut dirty) {
+                last_update_frame = Some(last_frame);
+            }
+        }
         let update_due = last_update_frame.map_or(last_frame, |at| at + FRAME);
         let deadline = if dirty {
             update_due
@@ -133,7 +181,6 @@ async fn run_loop(
         } else {
             Instant::now() + Duration::from_secs(3600)
         };
-        let mut draw_now = false;
         tokio::select! {
             biased;
             _ = terminate.recv() => { exit_signal = Some(libc::SIGTERM); break; }
@@ -171,27 +218,6 @@ async fn run_loop(
                 }
             }
             _ = tokio::time::sleep_until(deadline) => draw_now = true,
-        }
-        if app.should_quit {
-            break;
-        }
-        match app.terminal_request.take() {
-            Some(TerminalRequest::Clear) => terminal::repaint(&mut screen)?,
-            Some(TerminalRequest::Suspend) => terminal::suspend(&mut screen)?,
-            None => {}
-        }
-        let urgent = std::mem::take(&mut app.urgent);
-        if draw_now || (dirty && (urgent || Instant::now() >= update_due)) {
-            if std::mem::take(&mut app.bell) {
-                // Sent with the frame (ratatui flushes after drawing).
-                let _ = screen.backend_mut().write_all(b"\x07");
-            }
-            screen.draw(|frame| ui::draw(frame, &mut app))?;
-            app.frame_flushed();
-            last_frame = Instant::now();
-            if std::mem::take(&mut dirty) {
-                last_update_frame = Some(last_frame);
-            }
         }
     }
     terminal::restore();
