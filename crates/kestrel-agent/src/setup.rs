@@ -322,7 +322,7 @@ fn start(
     };
     let mut tools = kestrel_tools::builtin_tools();
     if let Some(tag) = &swarm {
-        add_role_tools(&mut tools, tag.role);
+        add_role_tools(&mut tools, tag);
     }
     // Started in the background: the first turn never waits for an MCP server.
     if !launch.config.mcp_servers.is_empty() {

@@ -2,12 +2,17 @@
 //! its system prompt gains and the tools it is offered. Both follow the header, so a
 //! role session loaded in a new worker is the same role.
 
-use kestrel_protocol::swarm::{SwarmRole, SwarmSessionTag};
+use kestrel_protocol::swarm::{RunKind, SwarmRole, SwarmSessionTag};
 use kestrel_tools::ToolRegistry;
 
 /// What the system prompt adds for a role: which role this is and what ends its job.
 pub(crate) fn role_note(tag: &SwarmSessionTag) -> String {
     let job = match tag.role {
+        SwarmRole::Planner if tag.kind == RunKind::Climb => {
+            "You are the planner of a climb: experiments that improve one measured number. \
+             Read the repository as needed (you cannot change it) and propose experiments \
+             with swarm_experiments; then end your turn."
+        }
         SwarmRole::Planner => {
             "You are the planner. Read the repository as needed (you cannot change it) and \
              split the goal into tasks. Your job is done once swarm_plan has accepted your \
@@ -30,9 +35,9 @@ pub(crate) fn role_note(tag: &SwarmSessionTag) -> String {
     )
 }
 
-/// Adds the tools of `role` (none for the implementer) to `tools`.
-pub(crate) fn add_role_tools(tools: &mut ToolRegistry, role: SwarmRole) {
-    for tool in kestrel_tools::swarm::role_tools(role) {
+/// Adds the tools of the tag's role (none for the implementer) to `tools`.
+pub(crate) fn add_role_tools(tools: &mut ToolRegistry, tag: &SwarmSessionTag) {
+    for tool in kestrel_tools::swarm::role_tools(tag) {
         tools.register(tool);
     }
 }

@@ -3,7 +3,9 @@
 //! not hold), then kept in memory for the state fold, then handed to the [`Console`].
 
 use crate::SwarmError;
-use kestrel_protocol::swarm::{RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView};
+use kestrel_protocol::swarm::{
+    RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView, median, spread,
+};
 use kestrel_store::SwarmRunDir;
 use std::sync::Arc;
 
@@ -136,6 +138,26 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
         SwarmEvent::BudgetReached { cost_usd, max_cost_usd } => {
             format!("budget reached (${cost_usd:.4} of ${max_cost_usd:.4}): no new turns")
         }
+        SwarmEvent::ClimbStarted { metric, direction, runs, .. } => {
+            format!("climbing: `{metric}`, {} is better, {runs} runs a side", direction.as_str())
+        }
+        SwarmEvent::BaselineMeasured { commit, values } => format!(
+            "baseline {}: median {} (±{})",
+            short(commit),
+            number(median(values)),
+            number(spread(values))
+        ),
+        SwarmEvent::BaselineFailed { commit, reason } => {
+            format!("baseline {} failed: {reason}", short(commit))
+        }
+        SwarmEvent::ExperimentsProposed { round, experiments } => format!(
+            "round {round}: {} experiment(s) proposed ({})",
+            experiments.len(),
+            experiments.iter().map(|e| e.id.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+        SwarmEvent::ExperimentDecided { task, decision, reason, .. } => {
+            format!("{task}: {}: {reason}", decision.as_str())
+        }
         SwarmEvent::RunFinished { state, branch, land, cost_usd } => format!(
             "run {}: {branch} (${cost_usd:.4}); land it with: {land}",
             serde_json::to_value(state)
@@ -144,6 +166,13 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
                 .unwrap_or_default()
         ),
     })
+}
+
+/// A measured number as people read it: up to 4 decimals, no trailing zeros.
+pub fn number(value: f64) -> String {
+    let text = format!("{value:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" { "0".to_string() } else { text.to_string() }
 }
 
 fn short(commit: &str) -> &str {

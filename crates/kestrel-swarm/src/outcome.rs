@@ -4,7 +4,8 @@
 
 use crate::SwarmError;
 use kestrel_protocol::swarm::{
-    PLAN_TOOL, REVIEW_TOOL, SwarmPlan, SwarmReview, TaskSpec, TurnUsage,
+    EXPERIMENTS_TOOL, ExperimentSpec, PLAN_TOOL, REVIEW_TOOL, SwarmExperiments, SwarmPlan,
+    SwarmReview, TaskSpec, TurnUsage,
 };
 use kestrel_protocol::{RecordItem, SessionId, StopReason};
 use kestrel_store::{KestrelHome, SessionIndex, read_record};
@@ -27,6 +28,8 @@ pub struct RecordedTurn {
     pub plan: Option<Vec<TaskSpec>>,
     /// The last refusal of a `swarm_plan` call (its reasons).
     pub plan_refusal: Option<String>,
+    /// The last accepted `swarm_experiments` call (a climb's planner).
+    pub experiments: Option<Vec<ExperimentSpec>>,
 }
 
 /// Reads the turn of `session` that began with the prompt line `line`.
@@ -74,6 +77,10 @@ pub fn recorded_turn(
                         serde_json::from_str::<SwarmPlan>(arguments).ok().map(|plan| plan.tasks);
                 } else if *name == PLAN_TOOL {
                     turn.plan_refusal = Some(output.clone());
+                } else if *name == EXPERIMENTS_TOOL && !is_error {
+                    turn.experiments = serde_json::from_str::<SwarmExperiments>(arguments)
+                        .ok()
+                        .map(|proposal| proposal.experiments);
                 }
             }
             RecordItem::AssistantMessage { .. }

@@ -38,6 +38,7 @@ pub async fn plan(run: &Run, goal: &str, base_commit: &str) -> Result<Planned, S
             task: PLAN_TASK.to_string(),
             role: SwarmRole::Planner,
             attempt,
+            kind: Default::default(),
         };
         let refusal = (!reasons.is_empty()).then(|| format_reasons(&reasons));
         let prompt = prompts::planner(&tag, goal, refusal.as_deref());

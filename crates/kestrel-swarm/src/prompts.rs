@@ -180,7 +180,13 @@ mod tests {
     use kestrel_protocol::swarm::SwarmRole;
 
     fn tag(role: SwarmRole, attempt: u32) -> SwarmSessionTag {
-        SwarmSessionTag { run: "r".into(), task: "t".into(), role, attempt }
+        SwarmSessionTag {
+            run: "r".into(),
+            task: "t".into(),
+            role,
+            attempt,
+            kind: Default::default(),
+        }
     }
 
     fn task() -> TaskSpec {

@@ -110,7 +110,13 @@ impl Driver<'_> {
     }
 
     fn tag(&self, role: SwarmRole, attempt: u32) -> SwarmSessionTag {
-        SwarmSessionTag { run: self.run.id.clone(), task: self.id(), role, attempt }
+        SwarmSessionTag {
+            run: self.run.id.clone(),
+            task: self.id(),
+            role,
+            attempt,
+            kind: Default::default(),
+        }
     }
 
     fn fail(

@@ -1,21 +1,110 @@
-//! The swarm's role tools (ARCHITECTURE §10): `swarm_plan` for planner sessions and
-//! `swarm_review` for reviewer sessions. They only check and acknowledge: the
+//! The swarm's role tools (ARCHITECTURE §10): `swarm_plan` for planner sessions,
+//! `swarm_experiments` for the planner sessions of climb runs instead, and `swarm_review`
+//! for reviewer sessions. They only check and acknowledge: the
 //! orchestrator reads each call's arguments and its result's `is_error` from the session
 //! record, so a call answered ok is one the orchestrator can parse.
 
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, arguments};
 use kestrel_protocol::swarm::{
-    MAX_TASK_ID_LEN, PLAN_TOOL, REVIEW_TOOL, SwarmPlan, SwarmReview, SwarmRole,
+    EXPERIMENTS_TOOL, MAX_TASK_ID_LEN, PLAN_TOOL, REVIEW_TOOL, RunKind, SwarmExperiments,
+    SwarmPlan, SwarmReview, SwarmRole, SwarmSessionTag,
 };
 use serde_json::json;
 use std::sync::Arc;
 
-/// The tools only sessions of `role` get (none for the implementer).
-pub fn role_tools(role: SwarmRole) -> Vec<Arc<dyn Tool>> {
-    match role {
-        SwarmRole::Planner => vec![Arc::new(SwarmPlanTool)],
-        SwarmRole::Reviewer => vec![Arc::new(SwarmReviewTool)],
-        SwarmRole::Implementer => Vec::new(),
+/// The tools only sessions of the tag's role (and run kind) get: none for the
+/// implementer; a climb's planner proposes experiments instead of a graph.
+pub fn role_tools(tag: &SwarmSessionTag) -> Vec<Arc<dyn Tool>> {
+    match (tag.role, tag.kind) {
+        (SwarmRole::Planner, RunKind::Build) => vec![Arc::new(SwarmPlanTool)],
+        (SwarmRole::Planner, RunKind::Climb) => vec![Arc::new(SwarmExperimentsTool)],
+        (SwarmRole::Reviewer, _) => vec![Arc::new(SwarmReviewTool)],
+        (SwarmRole::Implementer, _) => Vec::new(),
+    }
+}
+
+/// The climb planner's `swarm_experiments`: experiments to build and measure.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SwarmExperimentsTool;
+
+const EXPERIMENTS_SHAPE: &str = "expected {\"experiments\": [{\"id\": \"cache-parse\", \
+\"hypothesis\": \"...\", \"description\": \"...\", \"files\": [\"optional/path\"]}]}";
+
+impl Tool for SwarmExperimentsTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: EXPERIMENTS_TOOL.to_string(),
+            description: "Records experiments for this climb run: changes you expect to \
+                          improve the metric. Each is built by an implementer in its own git \
+                          worktree from the current baseline, checked, then measured against \
+                          the baseline (interleaved runs of both); only one that beats the \
+                          baseline beyond noise is merged and becomes the new baseline. Send \
+                          all of this round's experiments in one call. If the answer lists \
+                          problems, fix all of them and call swarm_experiments again."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "experiments": {
+                        "type": "array",
+                        "minItems": 1,
+                        "description": "This round's experiments, independent of each other.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {
+                                    "type": "string",
+                                    "pattern": format!("^[a-z0-9][a-z0-9-]{{0,{}}}$", MAX_TASK_ID_LEN - 1),
+                                    "description": "Short unique id, never used before in this run: lowercase letters, digits and `-`; it names the experiment's branch."
+                                },
+                                "hypothesis": {"type": "string", "description": "One sentence: why this change should move the metric, and by about how much."},
+                                "description": {"type": "string", "description": "What to change, precisely enough for an engineer who sees only this: files, functions, the change itself."},
+                                "files": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "Optional: files it will change."
+                                }
+                            },
+                            "required": ["id", "hypothesis", "description"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["experiments"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(
+        &'a self,
+        arguments: serde_json::Value,
+        _context: &'a ToolContext,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let proposal: SwarmExperiments = match arguments::parse(EXPERIMENTS_TOOL, arguments) {
+                Ok(proposal) => proposal,
+                Err(output) => return with_shape(output, EXPERIMENTS_SHAPE),
+            };
+            let problems = proposal.problems();
+            if !problems.is_empty() {
+                return ToolOutput::error(format!(
+                    "the experiments were not recorded:\n{}\nCall swarm_experiments again with \
+                     all of them corrected.",
+                    problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
+                ));
+            }
+            let ids: Vec<&str> = proposal.experiments.iter().map(|e| e.id.as_str()).collect();
+            ToolOutput::ok(format!(
+                "experiments recorded: {} ({}). End your turn now.",
+                ids.len(),
+                ids.join(", ")
+            ))
+        })
     }
 }
 
@@ -277,14 +366,41 @@ mod tests {
         assert!(output.content.contains("expected {\"approve\""), "{}", output.content);
     }
 
+    fn tag(role: SwarmRole, kind: RunKind) -> SwarmSessionTag {
+        SwarmSessionTag { run: "r".into(), task: "t".into(), role, attempt: 1, kind }
+    }
+
     #[test]
     fn each_role_gets_only_its_own_tool() {
-        let names =
-            |role| role_tools(role).iter().map(|tool| tool.definition().name).collect::<Vec<_>>();
-        assert_eq!(names(SwarmRole::Planner), [PLAN_TOOL]);
-        assert_eq!(names(SwarmRole::Reviewer), [REVIEW_TOOL]);
-        assert!(names(SwarmRole::Implementer).is_empty());
-        assert!(role_tools(SwarmRole::Planner).iter().all(|tool| tool.is_read_only()));
-        assert!(role_tools(SwarmRole::Reviewer).iter().all(|tool| tool.is_read_only()));
+        let names = |role, kind| {
+            role_tools(&tag(role, kind)).iter().map(|tool| tool.definition().name).collect::<Vec<_>>()
+        };
+        assert_eq!(names(SwarmRole::Planner, RunKind::Build), [PLAN_TOOL]);
+        assert_eq!(names(SwarmRole::Planner, RunKind::Climb), [EXPERIMENTS_TOOL]);
+        assert_eq!(names(SwarmRole::Reviewer, RunKind::Build), [REVIEW_TOOL]);
+        assert_eq!(names(SwarmRole::Reviewer, RunKind::Climb), [REVIEW_TOOL]);
+        assert!(names(SwarmRole::Implementer, RunKind::Climb).is_empty());
+        for role in [SwarmRole::Planner, SwarmRole::Reviewer] {
+            for kind in [RunKind::Build, RunKind::Climb] {
+                assert!(role_tools(&tag(role, kind)).iter().all(|tool| tool.is_read_only()));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn experiments_are_recorded_or_every_problem_listed() {
+        let one = |id: &str| json!({"id": id, "hypothesis": "h", "description": "d"});
+        let output = SwarmExperimentsTool
+            .run(json!({"experiments": [one("a"), one("b")]}), &context())
+            .await;
+        assert!(!output.is_error, "{}", output.content);
+        assert!(output.content.starts_with("experiments recorded: 2 (a, b)"), "{}", output.content);
+        let output =
+            SwarmExperimentsTool.run(json!({"experiments": [one("a"), one("a")]}), &context()).await;
+        assert!(output.is_error);
+        assert!(output.content.contains("- experiment id `a` is used twice"), "{}", output.content);
+        let output = SwarmExperimentsTool.run(json!({"tasks": []}), &context()).await;
+        assert!(output.is_error);
+        assert!(output.content.contains("expected {\"experiments\""), "{}", output.content);
     }
 }

@@ -2,6 +2,7 @@
 //! also what `kestrel swarm run --json` prints. The table in docs/swarm.md is this enum.
 //! Readers accept fields they do not know and skip a torn last line.
 
+use super::climb::{Decision, DiffSize, Direction, ExperimentSpec, RunKind};
 use crate::{Mode, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +58,10 @@ pub struct SwarmSessionTag {
     pub task: String,
     pub role: SwarmRole,
     pub attempt: u32,
+    /// `climb` for the sessions of a climb run (its planner proposes experiments); left
+    /// out for a task graph's.
+    #[serde(default, skip_serializing_if = "RunKind::is_build")]
+    pub kind: RunKind,
 }
 
 impl SwarmSessionTag {
@@ -256,6 +261,52 @@ pub enum SwarmEvent {
         cost_usd: f64,
         max_cost_usd: f64,
     },
+    /// A climb run's settings (`kestrel swarm climb`), right after `run_started`.
+    ClimbStarted {
+        metric: String,
+        direction: Direction,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        checks: Vec<String>,
+        runs: u32,
+        max_experiments: u32,
+        review: bool,
+    },
+    /// The metric's runs on a baseline (the integration branch's commit): the first,
+    /// and again after each kept experiment's merge.
+    BaselineMeasured {
+        commit: String,
+        values: Vec<f64>,
+    },
+    /// The baseline could not be measured (a check failed, the metric printed no number).
+    BaselineFailed {
+        commit: String,
+        reason: String,
+    },
+    /// The climb planner's proposals of one round (each one a task of `graph.toml`).
+    ExperimentsProposed {
+        round: u32,
+        experiments: Vec<ExperimentSpec>,
+    },
+    /// An experiment's end: measured against the baseline (interleaved runs of both), or
+    /// stopped short of it.
+    ExperimentDecided {
+        task: String,
+        attempt: u32,
+        decision: Decision,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline_commit: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        baseline: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p_value: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<DiffSize>,
+    },
     /// The run ended; `land` is the command that brings the branch into the user's.
     RunFinished {
         state: RunEnd,
@@ -283,13 +334,18 @@ impl SwarmEvent {
             | SwarmEvent::TaskBlocked { task, .. }
             | SwarmEvent::TaskCancelled { task }
             | SwarmEvent::TaskRetried { task, .. }
-            | SwarmEvent::RateLimited { task, .. } => Some(task),
+            | SwarmEvent::RateLimited { task, .. }
+            | SwarmEvent::ExperimentDecided { task, .. } => Some(task),
             SwarmEvent::CancelRequested { task } => task.as_deref(),
             SwarmEvent::RunStarted { .. }
             | SwarmEvent::RunResumed { .. }
             | SwarmEvent::Planned { .. }
             | SwarmEvent::PlanFailed { .. }
             | SwarmEvent::BudgetReached { .. }
+            | SwarmEvent::ClimbStarted { .. }
+            | SwarmEvent::BaselineMeasured { .. }
+            | SwarmEvent::BaselineFailed { .. }
+            | SwarmEvent::ExperimentsProposed { .. }
             | SwarmEvent::RunFinished { .. } => None,
         }
     }
@@ -345,6 +401,7 @@ mod tests {
             task: "parse".into(),
             role: SwarmRole::Implementer,
             attempt: 3,
+            kind: RunKind::Build,
         };
         assert_eq!(
             tag.prompt_line(),

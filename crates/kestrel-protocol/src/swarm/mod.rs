@@ -2,11 +2,16 @@
 //! run's events, and the state they fold into. Here, not in kestrel-swarm, so the store,
 //! the TUI and the worker's role tools read runs without depending on the orchestrator.
 
+mod climb;
 mod event;
 mod graph;
 mod state;
 mod tools;
 
+pub use climb::{
+    BaselinePoint, ClimbSettings, ClimbView, Decision, DiffSize, Direction, EXPERIMENTS_TOOL,
+    ExperimentResult, ExperimentSpec, ExperimentView, RunKind, SwarmExperiments, median, spread,
+};
 pub use event::{
     FailedStage, MERGE_TRAILER, RunEnd, SwarmEntry, SwarmEvent, SwarmRole, SwarmSessionTag,
     TurnUsage, integration_branch, task_branch,

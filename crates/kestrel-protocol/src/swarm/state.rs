@@ -2,6 +2,7 @@
 //! view per task. The orchestrator resumes from it; `swarm status` and the TUI show it.
 //! Whether an orchestrator is alive is not in the events: callers say so.
 
+use super::climb::Decision;
 use super::event::{RunEnd, SwarmEntry, SwarmEvent, SwarmRole, TurnUsage};
 use super::graph::SwarmGraph;
 use crate::{SessionId, Timestamp};
@@ -392,7 +393,25 @@ impl RunView {
                 }
             }
             SwarmEvent::CancelRequested { task } => self.cancel_requests.push(task.clone()),
-            SwarmEvent::RateLimited { .. } | SwarmEvent::BudgetReached { .. } => {}
+            SwarmEvent::ExperimentDecided { task, decision, reason, .. } => {
+                if let Some(view) = self.task_mut(task) {
+                    view.live_session = None;
+                    if *decision == Decision::Kept {
+                        view.state = TaskState::Merging;
+                    } else {
+                        // Measured and not kept, or stopped short: the experiment is over.
+                        view.state = TaskState::Failed;
+                        view.failure = Some(format!("{}: {reason}", decision.as_str()));
+                        view.ended_at = Some(ts);
+                    }
+                }
+            }
+            SwarmEvent::RateLimited { .. }
+            | SwarmEvent::BudgetReached { .. }
+            | SwarmEvent::ClimbStarted { .. }
+            | SwarmEvent::BaselineMeasured { .. }
+            | SwarmEvent::BaselineFailed { .. }
+            | SwarmEvent::ExperimentsProposed { .. } => {}
             SwarmEvent::RunFinished { state, .. } => self.ended = Some(*state),
         }
     }
