@@ -6,6 +6,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+pub mod ray;
+
 use kestrel_testkit::{Script, ScriptedServer, ScriptedToolCall, ServerOptions, Step};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

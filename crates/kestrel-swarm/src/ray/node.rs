@@ -109,16 +109,17 @@ async fn turn(
         import_record(&home, &bytes)?;
     }
     let mut command = tokio::process::Command::new(program);
-    command.arg("exec").arg("--json").arg("--cd").arg(repo.dir()).arg("--model").arg(model);
-    match session {
-        Some(session) => {
-            command.arg("resume").arg(session).arg("-");
-        }
-        None => {
-            let tag_json = serde_json::to_string(tag).unwrap_or_default();
-            command.arg("--swarm-role").arg(tag_json).arg("-");
-        }
+    command.arg("exec");
+    // `exec resume` takes its own flags: they go after `resume`.
+    if session.is_some() {
+        command.arg("resume");
     }
+    command.arg("--json").arg("--cd").arg(repo.dir()).arg("--model").arg(model);
+    match session {
+        Some(session) => command.arg(session),
+        None => command.arg("--swarm-role").arg(serde_json::to_string(tag).unwrap_or_default()),
+    };
+    command.arg("-");
     if let Some(file) = &spec.env_file {
         for (name, value) in read_env_file(Path::new(file))? {
             command.env(name, value);

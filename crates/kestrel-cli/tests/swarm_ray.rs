@@ -1,0 +1,276 @@
+//! The swarm's `ray` executor on a real Ray head (`.ci/run` starts one; see
+//! swarm_support/ray.rs): implementer and reviewer turns and verifications run as Ray
+//! jobs of `kestrel swarm node`, with a bare repository as the run's remote and a home
+//! of their own (another machine's, as far as they know); the merge stays here.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod swarm_support;
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use swarm_support::{
+    ConfigParts, SwarmTest, WAIT, git, implement, implement_slowly, of_type, ray, review, stderr,
+    stdout,
+};
+
+const TWO_TASKS: &str = r#"
+[[task]]
+id = "first"
+title = "First file"
+acceptance = ["test -f first.txt"]
+
+[[task]]
+id = "second"
+title = "Second file"
+depends_on = ["first"]
+acceptance = ["test -f first.txt", "grep -qx two second.txt"]
+"#;
+
+/// A cluster's view of the test: the bare remote, the nodes' home (config pointing at
+/// the scripted model), the key file nodes read, and `[swarm.ray]` naming them.
+struct Cluster {
+    remote: tempfile::TempDir,
+    node_home: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn new(test: &SwarmTest, address: &str) -> Cluster {
+        let cluster = Cluster {
+            remote: tempfile::tempdir().unwrap(),
+            node_home: tempfile::tempdir().unwrap(),
+        };
+        git(cluster.remote.path(), &["init", "-q", "--bare"]);
+        git(test.repo.path(), &["push", "-q", &cluster.remote_url(), "main"]);
+        let keys = cluster.node_home.path().join("keys.env");
+        std::fs::write(&keys, format!("{}=sk-test\n", swarm_support::KEY_VAR)).unwrap();
+        let ray = format!(
+            "[swarm.ray]\naddress = \"{address}\"\nremote = \"{remote}\"\nkestrel = \"{kestrel}\"\n\
+             env_file = \"{keys}\"\njob_timeout_s = 300\n\
+             env = {{ KESTREL_HOME = \"{home}\", KESTREL_CATALOG_URL = \"off\", PYENV_REHASH_TIMEOUT = \"1\" }}\n",
+            remote = cluster.remote_url(),
+            kestrel = env!("CARGO_BIN_EXE_kestrel"),
+            keys = keys.display(),
+            home = cluster.node_home.path().display(),
+        );
+        test.write_config_parts(&ConfigParts {
+            swarm: "executor = \"ray\"",
+            extra: &ray,
+            ..ConfigParts::default()
+        });
+        // The nodes' own config: the same providers, no key in it.
+        let config = std::fs::read_to_string(test.home.path().join("config.toml")).unwrap();
+        std::fs::write(cluster.node_home.path().join("config.toml"), config).unwrap();
+        cluster
+    }
+
+    fn remote_url(&self) -> String {
+        self.remote.path().display().to_string()
+    }
+
+    fn refs(&self) -> String {
+        git(self.remote.path(), &["for-each-ref", "--format=%(refname)"])
+    }
+}
+
+/// The cluster's jobs of `run`.
+fn jobs_of(address: &str, run: &str) -> Vec<Value> {
+    let body = http_get(address, "/api/jobs/");
+    let jobs: Vec<Value> = serde_json::from_str(&body).unwrap();
+    jobs.into_iter()
+        .filter(|job| job["submission_id"].as_str().is_some_and(|id| id.contains(run)))
+        .collect()
+}
+
+/// A GET of the Jobs API through curl (the test does not share the binary's client).
+fn http_get(address: &str, path: &str) -> String {
+    let output = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", &format!("{address}{path}")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "curl {path}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn http_post(address: &str, path: &str) -> String {
+    let output = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-X", "POST", &format!("{address}{path}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn a_graph_runs_on_ray_jobs_and_ends_as_on_the_local_executor() {
+    let Some(address) = ray::address("a_graph_runs_on_ray_jobs_and_ends_as_on_the_local_executor")
+    else {
+        return;
+    };
+    let mut steps = implement("first", &[("first.txt", "one\n")]);
+    steps.extend(review("first", 1, true, &[]));
+    steps.extend(implement("second", &[("second.txt", "two\n")]));
+    steps.extend(review("second", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let cluster = Cluster::new(&test, &address);
+    let main_before = git(test.repo.path(), &["rev-parse", "main"]);
+    let graph = test.graph(TWO_TASKS);
+
+    let output = test.swarm_within(&["run", "--graph", &graph, "--json"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}\n{}", stdout(&output));
+    let run = test.run_id();
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:first.txt")]), "one\n");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:second.txt")]), "two\n");
+    let trailers = git(test.repo.path(), &["log", "--merges", "--format=%B", &branch]);
+    assert!(trailers.contains(&format!("Kestrel-Swarm: {run}/second/1")), "{trailers}");
+    assert_eq!(git(test.repo.path(), &["rev-parse", "main"]), main_before);
+    assert!(!test.repo.path().join("first.txt").exists(), "the checkout stays as it was");
+
+    // The same story as on the local executor, event for event.
+    let events = test.events(&run);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let one_task = [
+        "attempt_started",
+        "turn_started",
+        "turn_finished",
+        "committed",
+        "turn_started",
+        "turn_finished",
+        "reviewed",
+        "verified",
+        "merged",
+    ];
+    let mut expected = vec!["run_started"];
+    expected.extend(one_task);
+    expected.extend(one_task);
+    expected.push("run_finished");
+    assert_eq!(kinds, expected, "{events:#?}");
+
+    // Each role turn ran in the nodes' home; its record came back here with its cost.
+    let home = test.home();
+    for started in of_type(&events, "turn_started") {
+        let session = started["session"].as_str().unwrap();
+        let here = kestrel_store::SessionIndex::find(&home, session).unwrap();
+        let node = kestrel_store::KestrelHome::at(cluster.node_home.path());
+        let there = kestrel_store::SessionIndex::find(&node, session).unwrap();
+        assert_eq!(here.usage, there.usage, "{session}");
+        assert!(here.usage.input_tokens > 0, "{session}");
+    }
+    let finished = of_type(&events, "turn_finished");
+    assert!(finished.iter().all(|e| e["input_tokens"].as_u64().unwrap() > 0), "{finished:#?}");
+    let refs = cluster.refs();
+    for task in ["first", "second"] {
+        assert!(refs.contains(&format!("refs/kestrel/records/{run}/{task}")), "{refs}");
+        assert!(refs.contains(&format!("refs/heads/kestrel/{run}-{task}")), "{refs}");
+    }
+
+    // Four turns and two verifications ran as jobs; no key is in what the cluster keeps.
+    let jobs = jobs_of(&address, &run);
+    assert_eq!(jobs.len(), 6, "{jobs:#?}");
+    assert!(jobs.iter().all(|job| job["status"] == "SUCCEEDED"), "{jobs:#?}");
+    for job in &jobs {
+        let id = job["submission_id"].as_str().unwrap();
+        let logs = http_get(&address, &format!("/api/jobs/{id}/logs"));
+        assert!(!job.to_string().contains("sk-test"), "{job}");
+        assert!(!logs.contains("sk-test"), "{id}: {logs}");
+    }
+    let roles: Vec<&str> =
+        jobs.iter().map(|job| job["metadata"]["kestrel_role"].as_str().unwrap()).collect();
+    assert_eq!(roles.iter().filter(|role| **role == "verifier").count(), 2, "{roles:?}");
+    let status = test.status_json(&run);
+    assert_eq!(status["state"], "done", "{status:#}");
+    assert!(status["cost_usd"].as_f64().is_some(), "{status:#}");
+    assert!(status["tasks"][0]["tokens"]["input"].as_u64().unwrap() > 0, "{status:#}");
+}
+
+#[test]
+fn a_job_stopped_through_the_api_mid_attempt_is_submitted_again_and_the_run_ends_merged() {
+    let name = "a_job_stopped_through_the_api_mid_attempt_is_submitted_again";
+    let Some(address) = ray::address(name) else { return };
+    // The first implementer request streams slowly: the job is stopped during it. The
+    // retry starts again from what was pushed (nothing: a stopped node pushes nothing).
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 400);
+    steps.truncate(1);
+    steps.extend(implement("first", &[("first.txt", "one\n")]));
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &address);
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let background = test.spawn_swarm(&["run", "--graph", &graph]);
+    let start = Instant::now();
+    let run = loop {
+        if let Some(run) = test.run_ids().first() {
+            break run.clone();
+        }
+        assert!(start.elapsed() < WAIT, "no run started: {}", background.stderr_now());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let first = format!("kestrel-{run}-first-1-implementer-0");
+    test.wait_for_event("the implementer's turn started", |event| event["type"] == "turn_started");
+    let stopped = http_post(&address, &format!("/api/jobs/{first}/stop"));
+    assert!(stopped.contains("true"), "{stopped}");
+
+    let output = background.wait();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let jobs = jobs_of(&address, &run);
+    let status_of = |id: &str| {
+        jobs.iter().find(|job| job["submission_id"] == id).map(|job| job["status"].clone())
+    };
+    assert_eq!(status_of(&first), Some(Value::from("STOPPED")), "{jobs:#?}");
+    let retry = format!("kestrel-{run}-first-1-implementer-1");
+    assert_eq!(status_of(&retry), Some(Value::from("SUCCEEDED")), "{jobs:#?}");
+    // Still the first attempt: a lost job does not use one up.
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "attempt_started").len(), 1, "{events:#?}");
+    assert_eq!(of_type(&events, "turn_finished").len(), 2, "implementer and reviewer: {events:#?}");
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:first.txt")]), "one\n");
+}
+
+#[test]
+fn an_unreachable_cluster_is_a_usage_error_naming_the_address_and_nothing_starts() {
+    let test = SwarmTest::new(&[("README", "toy\n")], Vec::new(), "");
+    let remote = tempfile::tempdir().unwrap();
+    git(remote.path(), &["init", "-q", "--bare"]);
+    // Port 9 (discard) is closed on loopback here: nothing answers.
+    let ray_table = |address: &str, remote: &str| {
+        format!("[swarm.ray]\naddress = \"{address}\"\nremote = \"{remote}\"\n")
+    };
+    let extra = ray_table("http://127.0.0.1:9", &remote.path().display().to_string());
+    test.write_config_parts(&ConfigParts {
+        swarm: "executor = \"ray\"",
+        extra: &extra,
+        ..ConfigParts::default()
+    });
+    let branches = test.branches();
+    let graph = test.graph(TWO_TASKS);
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("http://127.0.0.1:9"), "{err}");
+    assert!(err.contains("ray start --head"), "{err}");
+    assert!(test.run_ids().is_empty(), "no run directory: {:?}", test.run_ids());
+    assert_eq!(test.branches(), branches);
+
+    // A remote nodes cannot read is refused the same way (with a head, when there is one).
+    if let Some(address) = std::env::var(ray::RAY_ADDRESS_VAR).ok().filter(|a| !a.is_empty()) {
+        let missing = Path::new("/nonexistent/kestrel-remote.git");
+        let extra = ray_table(&address, &missing.display().to_string());
+        test.write_config_parts(&ConfigParts {
+            swarm: "executor = \"ray\"",
+            extra: &extra,
+            ..ConfigParts::default()
+        });
+        let output = test.swarm_within(&["run", "--graph", &graph]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert!(err.contains("/nonexistent/kestrel-remote.git"), "{err}");
+        assert!(test.run_ids().is_empty());
+    }
+}
