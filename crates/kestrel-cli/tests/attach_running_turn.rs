@@ -18,14 +18,14 @@ use tui_support::{COLS, ROWS, TuiTest, WAIT};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attach_during_a_turn_says_it_runs_and_its_end_is_announced() {
     let test = DaemonTest::new(Script::new([slow("slowly done", 1_000), Step::text("quick")]));
-    let mut first = test.client().await;
+    let mut first = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let session = first.new_session(&cwd).await;
     let turn = first.prompt(&session, "take your time");
     let started = turn_notice(&mut first, &session).await;
     assert_eq!(started, json!({"sessionId": session, "running": true}));
 
-    let mut second = test.client().await;
+    let mut second = test.kestrel_client().await;
     let attached = second.load(&session, &cwd).await.expect("attach mid-turn");
     assert_eq!(attached["_meta"]["kestrel"]["turnRunning"], true, "{attached}");
     let ended = turn_notice(&mut second, &session).await;
@@ -34,7 +34,7 @@ async fn an_attach_during_a_turn_says_it_runs_and_its_end_is_announced() {
     assert_eq!(second.agent_text(&session), "slowly done");
 
     // Attaching between turns: nothing runs.
-    let third = test.client().await;
+    let third = test.kestrel_client().await;
     let idle = third.load(&session, &cwd).await.expect("attach between turns");
     assert_eq!(idle["_meta"]["kestrel"]["turnRunning"], false, "{idle}");
 
@@ -48,16 +48,17 @@ async fn an_attach_during_a_turn_says_it_runs_and_its_end_is_announced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_second_prompt_does_not_end_the_running_turn() {
     let test = DaemonTest::new(Script::new([slow("slowly done", 800)]));
-    let mut first = test.client().await;
+    let mut first = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let session = first.new_session(&cwd).await;
     let turn = first.prompt(&session, "take your time");
     turn_notice(&mut first, &session).await;
-    let second = test.client().await;
+    let second = test.kestrel_client().await;
     second.load(&session, &cwd).await.expect("attach mid-turn");
     let refused = second.prompt(&session, "me too").await.unwrap();
     let error = refused.expect_err("a second prompt while one runs is refused");
     assert!(error.message.contains("already running"), "{}", error.message);
+    assert!(kestrel_protocol::acp::kestrel::is_turn_running_error(&error), "{error:?}");
     // The next turn notice the first client hears is the real end, not the refusal.
     let next = turn_notice(&mut first, &session).await;
     assert_eq!(next["running"], false, "{next}");
@@ -134,7 +135,7 @@ fn resuming_a_session_whose_turn_runs_shows_it_working_then_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kestrel_resume_of_a_session_an_editor_runs_shows_its_turn_until_it_ends() {
     let test = DaemonTest::new(Script::new([slow("Editor answer.", 2_000)]));
-    let mut editor = test.client().await;
+    let mut editor = test.kestrel_client().await;
     let session = editor.new_session(&test.env.work_path()).await;
     let turn = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;
@@ -163,7 +164,7 @@ async fn a_tui_prompt_refused_because_an_editors_turn_got_there_first_is_sent_af
         slow("Editor two.", 600),
         Step::text("TUI answer."),
     ]));
-    let mut editor = test.client().await;
+    let mut editor = test.kestrel_client().await;
     let session = editor.new_session(&test.env.work_path()).await;
     let first = editor.prompt(&session, "from the editor");
     turn_notice(&mut editor, &session).await;

@@ -46,7 +46,7 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
             Step::text("the other session finished"),
         ]),
     );
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let mut watcher = test.client().await;
     let cwd = test.env.work_path();
     let victim = client.new_session(&cwd).await;
@@ -91,8 +91,8 @@ async fn worker_killed_mid_turn_is_restarted_from_its_record() {
         "{}",
         restarted.params
     );
-    let notice = client.wait_update(&victim, "agent_message_chunk").await;
-    assert!(notice["content"]["text"].as_str().unwrap().contains("restarted"), "{notice}");
+    let notice = client.wait_update(&victim, "notice").await;
+    assert!(notice["title"].as_str().unwrap().contains("restarted"), "{notice}");
 
     let new_pid = test.wait_worker_pid(&victim, Some(pid));
     assert_ne!(new_pid, pid);
@@ -219,7 +219,7 @@ async fn a_restarted_worker_keeps_the_mode_the_session_switched_to() {
         Step::tool_call("write_file", json!({"path": "yolo.txt", "content": "written\n"})),
         Step::text("wrote it"),
     ]));
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let session = client.new_session(&cwd).await;
     client.set_mode(&session, "yolo").await;

@@ -44,7 +44,7 @@ async fn killing_random_workers_during_a_burst_of_200_prompts_loses_and_repeats_
     // Answers streamed in pieces with pauses, so many turns are mid-stream at the kill.
     let steps = (0..SESSIONS + VICTIMS).map(|_| slow("one two three four five six", 20));
     let test = DaemonTest::new(Script::new(steps));
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let cwd = test.env.work_path();
 
     let opening: Vec<_> = (0..SESSIONS)

@@ -68,7 +68,9 @@ async fn every_message_through_the_daemon_validates_against_the_acp_schema() {
     let pid = test.wait_worker_pid(&session, None);
     kill(pid as u32, libc::SIGKILL);
     assert_eq!(doomed.await.unwrap().unwrap()["stopReason"], "cancelled");
-    plain
+    let message = plain.wait_update(&session, "agent_message_chunk").await;
+    assert!(message["content"]["text"].as_str().unwrap().contains("restarted"), "{message}");
+    notices
         .wait_for("restarted", |event| {
             matches!(event, Event::Notification(n) if n.method == kestrel_daemon::WORKER_RESTARTED)
         })

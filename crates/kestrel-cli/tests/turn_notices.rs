@@ -64,10 +64,10 @@ async fn two_prompts_sent_at_once_start_one_turn() {
     let rounds = 6;
     let steps: Vec<Step> = (0..rounds).map(|round| slow(&format!("answer {round}"), 200)).collect();
     let test = DaemonTest::new(Script::new(steps));
-    let mut first = test.client().await;
+    let mut first = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let session = first.new_session(&cwd).await;
-    let second = test.client().await;
+    let second = test.kestrel_client().await;
     second.load(&session, &cwd).await.expect("attached");
     for round in 0..rounds {
         let one = first.prompt(&session, "one");
@@ -88,12 +88,12 @@ async fn two_prompts_sent_at_once_start_one_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_a_restart_interrupted_ends_after_the_restart_and_before_the_next_turn_starts() {
     let test = DaemonTest::new(Script::new([slow("never finished", 1_000), Step::text("again")]));
-    let mut first = test.client().await;
+    let mut first = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let session = first.new_session(&cwd).await;
     let doomed = first.prompt(&session, "slow");
     hear_turn_notices(&mut first, &session, 1).await;
-    let mut second = test.client().await;
+    let mut second = test.kestrel_client().await;
     second.load(&session, &cwd).await.expect("attached mid-turn");
     let pid = test.wait_worker_pid(&session, None);
     kill(pid as u32, libc::SIGKILL);
@@ -115,7 +115,7 @@ async fn a_turn_that_fails_is_announced_with_its_error() {
     let fault =
         Fault::Status { status: 401, retry_after_secs: None, message: None, times: Some(1) };
     let test = DaemonTest::new(Script::new([Step::text("x").with_fault(fault)]));
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let session = client.new_session(&test.env.work_path()).await;
     let answer = client.prompt(&session, "hi").await.unwrap();
     hear_turn_notices(&mut client, &session, 2).await;
@@ -128,7 +128,7 @@ async fn a_turn_that_fails_is_announced_with_its_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_given_up_on_mid_turn_ends_its_turn_with_the_reason() {
     let test = DaemonTest::new(Script::new([slow("never finished", 1_000)]));
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let session = client.new_session(&test.env.work_path()).await;
     let mut pid = test.wait_worker_pid(&session, None);
     for _ in 0..3 {
@@ -157,7 +157,7 @@ async fn a_subagents_first_turn_runs_for_a_client_attaching_to_it_and_its_end_is
         slow("child answer", 800),
         Step::text("parent done"),
     ]));
-    let mut client = test.client().await;
+    let mut client = test.kestrel_client().await;
     let cwd = test.env.work_path();
     let parent = client.new_session(&cwd).await;
     let turn = client.prompt(&parent, "delegate");
@@ -172,7 +172,7 @@ async fn a_subagents_first_turn_runs_for_a_client_attaching_to_it_and_its_end_is
     let child =
         named.params["update"]["_meta"]["kestrel"]["childSessionId"].as_str().unwrap().to_owned();
 
-    let mut watcher = test.client().await;
+    let mut watcher = test.kestrel_client().await;
     let attached = watcher.load(&child, &cwd).await.expect("attach to the child mid-turn");
     assert_eq!(attached["_meta"]["kestrel"]["turnRunning"], true, "{attached}");
     hear_turn_notices(&mut watcher, &child, 1).await;

@@ -375,6 +375,8 @@ async fn a_prompt_while_one_runs_is_refused_and_a_failed_turn_is_an_error() {
     let params = json!({"sessionId": id, "prompt": [{"type": "text", "text": "second"}]});
     let busy = worker.request("session/prompt", params).await.unwrap_err();
     assert!(busy.message.contains("already running"), "{}", busy.message);
+    // Clients know the refusal by its data, not its words.
+    assert_eq!(busy.data, Some(json!({"reason": "turn_running"})), "{busy:?}");
     let outcome = worker.serve(running, &[], |_| {}).await;
     assert_eq!(outcome.stop_reason(), "end_turn");
 

@@ -55,8 +55,9 @@ pub(crate) struct ClientLink {
     max_backlog: usize,
     /// Cancelled when the client is cut off or the daemon stops; its stream is severed.
     gone: CancellationToken,
-    /// The client advertised `session.notices`: restarts are shown as ACP notices.
-    notices: AtomicBool,
+    /// The client advertised `session.notices`: it gets ACP notices and Kestrel's
+    /// extension notifications (a plain ACP client gets neither).
+    extensions: AtomicBool,
 }
 
 impl std::fmt::Debug for OutboxItem {
@@ -88,7 +89,7 @@ impl ClientLink {
         let backlog = Arc::new(AtomicUsize::new(0));
         let writer = Writer { socket, connection, backlog: backlog.clone(), batch: Vec::new() };
         tokio::spawn(drain_outbox(writer, requests, items, gone.clone()));
-        Self { id, outbox, backlog, max_backlog, gone, notices: AtomicBool::new(false) }
+        Self { id, outbox, backlog, max_backlog, gone, extensions: AtomicBool::new(false) }
     }
 
     pub(crate) fn id(&self) -> ClientId {
@@ -99,12 +100,16 @@ impl ClientLink {
         self.gone.is_cancelled()
     }
 
-    pub(crate) fn set_notices(&self, notices: bool) {
-        self.notices.store(notices, Ordering::Relaxed);
+    /// Records whether the client opted in to notices and Kestrel's extension
+    /// notifications (`initialize`'s `clientCapabilities.session.notices`).
+    pub(crate) fn set_takes_extensions(&self, opted_in: bool) {
+        self.extensions.store(opted_in, Ordering::Relaxed);
     }
 
-    pub(crate) fn wants_notices(&self) -> bool {
-        self.notices.load(Ordering::Relaxed)
+    /// Whether the client opted in to ACP notices and Kestrel's extension notifications
+    /// (a Kestrel client: the TUI, the swarm); otherwise it is a plain ACP client.
+    pub(crate) fn takes_extensions(&self) -> bool {
+        self.extensions.load(Ordering::Relaxed)
     }
 
     /// Queues an already serialised message. Never waits: a backlog over the limit
@@ -139,11 +144,36 @@ impl ClientLink {
         !over
     }
 
+    /// Queues a notification the daemon writes. Every notification to a client, the
+    /// daemon's own and a worker's relayed, goes through here or
+    /// [`ClientLink::relay_notification`]: the one gate that keeps Kestrel's extensions
+    /// (`_kestrel/...`) from plain ACP clients.
     pub(crate) fn notify(&self, method: &str, params: Value) -> bool {
+        if !self.takes(method) {
+            return true;
+        }
         self.send_line(notification_line(method, params))
     }
 
+    /// Queues a notification already serialised (`line`, a worker's as it came), gated
+    /// as [`ClientLink::notify`].
+    pub(crate) fn relay_notification(&self, method: &str, line: String) -> bool {
+        if !self.takes(method) {
+            return true;
+        }
+        self.send_line(line)
+    }
+
+    /// Whether the client is sent notifications of `method`: a standard one always, an
+    /// extension (a leading underscore) only when it opted in.
+    fn takes(&self, method: &str) -> bool {
+        !method.starts_with('_') || self.takes_extensions()
+    }
+
     pub(crate) fn notify_history(&self, method: &str, params: Value) -> bool {
+        if !self.takes(method) {
+            return true;
+        }
         self.send_history_line(notification_line(method, params))
     }
 

@@ -9,6 +9,7 @@ use kestrel_store::{SessionSummary, list_sessions_response};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `_kestrel/session/turn` (daemon → clients).
 pub const SESSION_TURN: &str = acp::kestrel::SESSION_TURN;
@@ -36,9 +37,10 @@ pub(crate) fn initialize_response() -> Value {
     to_value(acp::kestrel::initialize_response())
 }
 
-/// Whether a client's `initialize` advertised `session.notices`. Fails when the params
-/// are not an `initialize` request.
-pub(crate) fn client_wants_notices(params: &Value) -> Result<bool, String> {
+/// Whether a client's `initialize` advertised `session.notices`, the opt-in to notices
+/// and Kestrel's extension notifications. Fails when the params are not an `initialize`
+/// request.
+pub(crate) fn client_takes_extensions(params: &Value) -> Result<bool, String> {
     let request: acp::InitializeRequest = serde_json::from_value(params.clone())
         .map_err(|error| format!("invalid initialize params: {error}"))?;
     Ok(request
@@ -50,7 +52,7 @@ pub(crate) fn client_wants_notices(params: &Value) -> Result<bool, String> {
 
 /// The `initialize` the daemon sends a worker: no client file system or terminal (the
 /// worker uses its own tools) and notices, which the daemon passes on as each client
-/// asked ([`notice_for_client`]).
+/// asked ([`notice_for_plain_client`]).
 pub(crate) fn initialize_worker_request() -> Value {
     let info = acp::Implementation::new("kestrel-daemon", env!("CARGO_PKG_VERSION"));
     let session = acp::ClientSessionCapabilities::new().notices(acp::NoticeCapabilities::new());
@@ -61,18 +63,27 @@ pub(crate) fn initialize_worker_request() -> Value {
     )
 }
 
-/// A worker's `notice` update as a client that did not advertise `session.notices` gets
-/// it: an agent message, as [`restart_notice`] says it. `None` for any other update, and
-/// for mode and model switches (`_meta.kestrel.switch`): such a client learns those from
-/// the session's state, and a line in its transcript would run into the answers.
-pub(crate) fn notice_for_client(session_id: &str, update: &Value) -> Option<Value> {
-    if update.get("sessionUpdate").and_then(Value::as_str) != Some("notice")
-        || update.pointer("/_meta/kestrel/switch").and_then(Value::as_bool) == Some(true)
-    {
+/// Whether `update` (a `session/update`'s `update`) is a `notice`.
+pub(crate) fn is_notice(update: &Value) -> bool {
+    update.get("sessionUpdate").and_then(Value::as_str) == Some("notice")
+}
+
+/// A worker's live `notice` update as a plain client (one that did not advertise
+/// `session.notices`) gets it: warnings and errors only, each as an agent message of its
+/// own, as [`daemon_notice`] says them. `None` for any other update and for info notices
+/// (mode and model switches, compactions: such a client learns the state from the
+/// session, and lines in its transcript would run into the answers).
+pub(crate) fn notice_for_plain_client(session_id: &str, update: &Value) -> Option<Value> {
+    let severity = update.get("severity").and_then(Value::as_str);
+    if !is_notice(update) || !matches!(severity, Some("warning" | "error")) {
         return None;
     }
     let title = update.get("title").and_then(Value::as_str).unwrap_or("notice");
-    Some(restart_notice(session_id, title, false))
+    let text = match update.get("description").and_then(Value::as_str) {
+        Some(description) => format!("{title}: {description}"),
+        None => title.to_owned(),
+    };
+    Some(plain_message(session_id, &text))
 }
 
 /// `session/list`'s answer: every session of the store (filtered by `cwd` when the
@@ -85,17 +96,35 @@ pub(crate) fn list_response(
     to_value(list_sessions_response(sessions, cwd.map(Path::new), Some(live)))
 }
 
-/// A `session/update` telling people what happened to the worker: an ACP `notice` for
-/// clients that advertised `session.notices`, an agent message otherwise.
-pub(crate) fn restart_notice(session_id: &str, text: &str, as_notice: bool) -> Value {
-    let update = if as_notice {
-        acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text))
-    } else {
-        acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
-            format!("\n[kestrel] {text}\n").into(),
-        ))
-    };
+/// A `session/update` telling people what happened to the worker (a warning or an
+/// error): an ACP `notice` for clients that advertised `session.notices`, an agent
+/// message of its own ([`plain_message`]) otherwise.
+pub(crate) fn daemon_notice(
+    session_id: &str,
+    severity: acp::NoticeSeverity,
+    text: &str,
+    as_notice: bool,
+) -> Value {
+    if !as_notice {
+        return plain_message(session_id, text);
+    }
+    let update = acp::SessionUpdate::Notice(acp::Notice::new(severity, text));
     to_value(acp::SessionNotification::new(session_id.to_owned(), update))
+}
+
+/// `text` for a plain client: an agent message chunk with a `messageId` of its own, so
+/// it is a message apart from the model's reply around it (ACP: a change of `messageId`
+/// starts a new message); set on lines of its own for clients that ignore the id.
+fn plain_message(session_id: &str, text: &str) -> Value {
+    static NOTICES: AtomicU64 = AtomicU64::new(1);
+    let number = NOTICES.fetch_add(1, Ordering::Relaxed);
+    let id = format!("kestrel-notice-{}-{number}", std::process::id());
+    let chunk = acp::ContentChunk::new(format!("\n[kestrel] {text}\n").into())
+        .message_id(acp::MessageId::from(id));
+    to_value(acp::SessionNotification::new(
+        session_id.to_owned(),
+        acp::SessionUpdate::AgentMessageChunk(chunk),
+    ))
 }
 
 /// The `_kestrel/worker/restarted` params.
@@ -193,10 +222,12 @@ mod tests {
         let init: acp::InitializeResponse = serde_json::from_value(initialize_response()).unwrap();
         assert!(init.agent_capabilities.load_session);
         assert!(init.agent_capabilities.session_capabilities.list.is_some());
+        let warning = acp::NoticeSeverity::Warning;
         let notice: acp::SessionNotification =
-            serde_json::from_value(restart_notice("s1", "restarted", true)).unwrap();
+            serde_json::from_value(daemon_notice("s1", warning.clone(), "restarted", true))
+                .unwrap();
         assert!(matches!(notice.update, acp::SessionUpdate::Notice(_)));
-        let message = restart_notice("s1", "restarted", false);
+        let message = daemon_notice("s1", warning, "restarted", false);
         assert_eq!(message["update"]["sessionUpdate"], "agent_message_chunk");
         assert!(message["update"]["content"]["text"].as_str().unwrap().contains("restarted"));
         let restarted: acp::kestrel::WorkerRestartedNotification =
@@ -207,12 +238,31 @@ mod tests {
     }
 
     #[test]
+    fn plain_clients_get_warnings_and_errors_as_messages_of_their_own_and_nothing_else() {
+        let notice = |severity: &str, meta: Value| json!({"sessionUpdate": "notice", "severity": severity, "title": "t", "_meta": meta});
+        let warning = notice_for_plain_client("s1", &notice("warning", Value::Null)).unwrap();
+        let error = notice_for_plain_client("s1", &notice("error", Value::Null)).unwrap();
+        for plain in [&warning, &error] {
+            assert_eq!(plain["update"]["sessionUpdate"], "agent_message_chunk");
+            assert_eq!(plain["update"]["content"]["text"], "\n[kestrel] t\n");
+            let _: acp::SessionNotification = serde_json::from_value(plain.clone()).unwrap();
+        }
+        let id = |plain: &Value| plain["update"]["messageId"].as_str().unwrap().to_owned();
+        assert_ne!(id(&warning), id(&error), "each its own message");
+        assert_eq!(notice_for_plain_client("s1", &notice("info", Value::Null)), None);
+        let switch = notice("info", json!({"kestrel": {"switch": true}}));
+        assert_eq!(notice_for_plain_client("s1", &switch), None);
+        let chunk = json!({"sessionUpdate": "agent_message_chunk", "severity": "error"});
+        assert_eq!(notice_for_plain_client("s1", &chunk), None);
+    }
+
+    #[test]
     fn notices_follow_the_clients_capability_and_bad_initialize_params_are_refused() {
         let with =
             json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}});
-        assert_eq!(client_wants_notices(&with), Ok(true));
-        assert_eq!(client_wants_notices(&json!({"protocolVersion": 1})), Ok(false));
-        let error = client_wants_notices(&json!({"clientCapabilities": 3})).unwrap_err();
+        assert_eq!(client_takes_extensions(&with), Ok(true));
+        assert_eq!(client_takes_extensions(&json!({"protocolVersion": 1})), Ok(false));
+        let error = client_takes_extensions(&json!({"clientCapabilities": 3})).unwrap_err();
         assert!(error.contains("invalid initialize params"), "{error}");
     }
 

@@ -62,7 +62,7 @@ fn offer_to_ancestors(
         let clients: Vec<Arc<ClientLink>> = ancestor.state().clients.values().cloned().collect();
         // Kestrel's own clients (those that take its notices: the TUI) follow a parent's
         // children themselves and are asked when they attach to the child.
-        for client in clients.into_iter().filter(|client| !client.wants_notices()) {
+        for client in clients.into_iter().filter(|client| !client.takes_extensions()) {
             let fresh = session
                 .state()
                 .permissions
@@ -102,7 +102,7 @@ pub(crate) fn offer_descendants(
     session: &Arc<LiveSession>,
     client: &Arc<ClientLink>,
 ) {
-    if client.wants_notices() {
+    if client.takes_extensions() {
         return;
     }
     let Some(ancestor_id) = session.id().map(str::to_owned) else { return };

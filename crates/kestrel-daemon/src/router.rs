@@ -168,9 +168,9 @@ impl Router {
     ) {
         let Request { id, method, params } = request;
         match method.as_str() {
-            "initialize" => match messages::client_wants_notices(&params) {
-                Ok(notices) => {
-                    client.set_notices(notices);
+            "initialize" => match messages::client_takes_extensions(&params) {
+                Ok(opted_in) => {
+                    client.set_takes_extensions(opted_in);
                     client.respond(id, Ok(messages::initialize_response()));
                 }
                 Err(message) => {

@@ -77,6 +77,9 @@ pub(crate) struct SessionState {
     pub(crate) closing: bool,
     /// A restarted worker is replaying history: its updates are not relayed.
     pub(crate) replaying: bool,
+    /// The first worker replays the record for a client's `session/load`: its updates
+    /// are history (a plain client gets no notices from them).
+    pub(crate) loading: bool,
     /// Since when nothing happened and no client was attached (idle worker exit).
     pub(crate) idle_since: Instant,
     /// `cwd` and `mcpServers` the session was created or loaded with, for restarts.
@@ -117,6 +120,7 @@ impl LiveSession {
                 log_path: std::path::PathBuf::new(),
                 closing: false,
                 replaying: false,
+                loading: false,
                 idle_since: Instant::now(),
                 load_params,
                 snapshot: Value::Object(Default::default()),
@@ -232,26 +236,29 @@ impl LiveSession {
     fn announce_turn(&self, end: Option<&Result<Value, RpcError>>) {
         let Some(id) = self.id() else { return };
         let params = messages::session_turn(id, end);
-        let notification = Notification { method: messages::SESSION_TURN.to_owned(), params };
-        self.fan_out(&Message::Notification(notification).to_line());
+        let method = messages::SESSION_TURN;
+        let notification = Notification { method: method.to_owned(), params };
+        self.fan_out(method, &Message::Notification(notification).to_line());
     }
 
-    /// Sends `line` to every attached client (never waits; see `ClientLink`).
-    pub(crate) fn fan_out(&self, line: &str) {
+    /// Sends the notification `line` (of `method`) to every attached client that takes
+    /// it (never waits; see `ClientLink`).
+    pub(crate) fn fan_out(&self, method: &str, line: &str) {
         let clients: Vec<Arc<ClientLink>> = self.state().clients.values().cloned().collect();
         for client in clients {
-            client.send_line(line.to_owned());
+            client.relay_notification(method, line.to_owned());
         }
     }
 
-    /// Relays a worker's `notice` update: `line` as it is to clients that advertised
-    /// `session.notices`, `plain` (the same text as an agent message) to the others.
-    pub(crate) fn fan_out_notice(&self, line: &str, plain: &Value) {
+    /// Relays a worker's `notice` update: `line` as it is to clients that opted in
+    /// (`session.notices`), `plain` (a warning or an error as an agent message of its
+    /// own) to the others, who get nothing when there is no `plain`.
+    pub(crate) fn fan_out_notice(&self, line: &str, plain: Option<&Value>) {
         let clients: Vec<Arc<ClientLink>> = self.state().clients.values().cloned().collect();
         for client in clients {
-            if client.wants_notices() {
+            if client.takes_extensions() {
                 client.send_line(line.to_owned());
-            } else {
+            } else if let Some(plain) = plain {
                 client.notify("session/update", plain.clone());
             }
         }

@@ -12,6 +12,7 @@ use crate::router::Router;
 use crate::session::{HeldPrompt, LiveSession, Phase};
 use crate::worker::{self, Pending, Relayed, StartedWorker, WorkerLine, WorkerLink};
 use kestrel_platform::{Signal, exit_signal, kill_group};
+use kestrel_protocol::acp;
 use kestrel_protocol::jsonrpc::{Message, Notification, Request, RequestId, RpcError};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -162,6 +163,7 @@ async fn run_bootstrap(
                 .map_err(|error| (Some((client, id)), error))
         }
         Bootstrap::Load { client, id, params } => {
+            session.state().loading = true;
             let pending =
                 Pending::Client { client: client.clone(), id: id.clone(), kind: Relayed::Load };
             (link.send_request("session/load", params, pending).await)
@@ -304,15 +306,22 @@ fn handle_message(
         }
         Message::Notification(notification) => relay_notification(session, notification, raw),
         Message::Request(request) => handle_request(router, session, link, request),
-        Message::Response { id, result } => match link.answered(&id) {
-            Some(pending) => handle_response(router, session, link, pending, result),
-            None => router.log.line(format!("worker {} answered unknown request {id}", link.pid())),
-        },
+        Message::Response { id, result } => {
+            let settle = |pending, turn_running| {
+                handle_response(router, session, link, pending, result, turn_running)
+            };
+            if link.settle_answer(&id, settle).is_none() {
+                router.log.line(format!("worker {} answered unknown request {id}", link.pid()));
+            }
+        }
     }
 }
 
+/// Relays a worker's notification to the attached clients, each as it opted in: a
+/// `notice` as it is or as a plain client gets it (none while a load replays the
+/// record: that is history), Kestrel's extensions only to clients that take them.
 fn relay_notification(session: &LiveSession, notification: Notification, raw: String) {
-    let mut plain = None;
+    let mut notice = None;
     {
         let mut state = session.state();
         if state.replaying {
@@ -322,12 +331,17 @@ fn relay_notification(session: &LiveSession, notification: Notification, raw: St
             && let Some(update) = notification.params.get("update")
         {
             messages::apply_to_snapshot(&mut state.snapshot, update);
-            plain = messages::notice_for_client(session.id().unwrap_or_default(), update);
+            if messages::is_notice(update) {
+                let live = !state.loading;
+                let id = session.id().unwrap_or_default();
+                notice =
+                    Some(live.then(|| messages::notice_for_plain_client(id, update)).flatten());
+            }
         }
     }
-    match plain {
-        Some(plain) => session.fan_out_notice(&raw, &plain),
-        None => session.fan_out(&raw),
+    match notice {
+        Some(plain) => session.fan_out_notice(&raw, plain.as_ref()),
+        None => session.fan_out(&notification.method, &raw),
     }
 }
 
@@ -383,6 +397,7 @@ fn handle_response(
     link: &WorkerLink,
     pending: Pending,
     result: Result<Value, RpcError>,
+    turn_running: bool,
 ) {
     match pending {
         Pending::Daemon(reply) => {
@@ -397,13 +412,17 @@ fn handle_response(
                     }
                 }
                 (Relayed::Load, Ok(response)) => {
-                    session.state().snapshot = messages::snapshot_of(response);
+                    {
+                        let mut state = session.state();
+                        state.snapshot = messages::snapshot_of(response);
+                        state.loading = false;
+                    }
                     session.set_phase(Phase::Live);
                 }
                 (Relayed::New | Relayed::Load, Err(_)) => close(session, link),
                 (Relayed::Prompt | Relayed::Other, _) => {}
             }
-            let ends_turn = kind == Relayed::Prompt && !link.turn_running();
+            let ends_turn = kind == Relayed::Prompt && !turn_running;
             let end = ends_turn.then(|| result.clone());
             client.respond(id, result);
             if let Some(end) = end {
@@ -411,7 +430,7 @@ fn handle_response(
             }
         }
         Pending::ChildTurn => {
-            if !link.turn_running() {
+            if !turn_running {
                 session.announce_turn_end(&result);
             }
         }
@@ -420,7 +439,6 @@ fn handle_response(
             match result {
                 Ok(history) => {
                     // In stream order: a turn whose answer came before the history is over.
-                    let turn_running = link.turn_running();
                     attach_with_history(router, session, &client, id, &history, turn_running);
                 }
                 Err(error) => {
@@ -465,11 +483,10 @@ fn attach_with_history(
 ) {
     let session_id = session.id().unwrap_or_default().to_owned();
     if let Some(updates) = history.get("updates").and_then(Value::as_array) {
-        for update in updates {
-            let plain = messages::notice_for_client(&session_id, update)
-                .filter(|_| !client.wants_notices());
-            let params =
-                plain.unwrap_or_else(|| messages::session_update(&session_id, update.clone()));
+        // Notices are live events: a plain client gets none in a history.
+        let wanted = |update: &&Value| client.takes_extensions() || !messages::is_notice(update);
+        for update in updates.iter().filter(wanted) {
+            let params = messages::session_update(&session_id, update.clone());
             client.notify_history("session/update", params);
         }
     }
@@ -503,7 +520,9 @@ fn restarted(router: &Router, session: &LiveSession) {
             messages::WORKER_RESTARTED,
             messages::restarted(&session_id, &reason, restarts),
         );
-        let notice = messages::restart_notice(&session_id, &text, client.wants_notices());
+        let warning = acp::NoticeSeverity::Warning;
+        let notice =
+            messages::daemon_notice(&session_id, warning, &text, client.takes_extensions());
         client.notify("session/update", notice);
     }
     let turn_ended = !held.is_empty();
@@ -584,10 +603,10 @@ fn on_exit(
         router.log.line(&message);
         session.set_phase(Phase::Failed(message.clone()));
         for client in &clients {
-            client.notify(
-                "session/update",
-                messages::restart_notice(&session_id, &message, client.wants_notices()),
-            );
+            let error = acp::NoticeSeverity::Error;
+            let as_notice = client.takes_extensions();
+            let notice = messages::daemon_notice(&session_id, error, &message, as_notice);
+            client.notify("session/update", notice);
         }
         RpcError::internal(message)
     } else {

@@ -72,6 +72,10 @@ pub(crate) enum Relayed {
 pub(crate) struct WorkerLink {
     lines: mpsc::Sender<String>,
     pending: Arc<Mutex<HashMap<i64, Pending>>>,
+    /// Held while a prompt decides whether it starts the session's turn (and announces
+    /// it) and while a turn's answer is settled (and its end announced): one order of
+    /// turn ends and starts for every client.
+    turn_order: Arc<Mutex<()>>,
     next_id: Arc<AtomicI64>,
     close: CancellationToken,
     pid: u32,
@@ -109,6 +113,7 @@ pub(crate) fn start(
     let link = WorkerLink {
         lines,
         pending: Arc::default(),
+        turn_order: Arc::default(),
         next_id: Arc::new(AtomicI64::new(1)),
         close,
         pid: child.id(),
@@ -135,8 +140,10 @@ impl WorkerLink {
     /// Sends a request like [`WorkerLink::send_request`]; when it is a prompt that no
     /// other unanswered prompt precedes (it starts the session's turn), `on_start` runs
     /// before the request leaves. Whether it starts the turn is decided under the same
-    /// lock that records it, so of two prompts sent at once exactly one starts it.
-    /// Returns whether it started the turn.
+    /// lock that records it, so of two prompts sent at once exactly one starts it, and
+    /// under the turn-order lock, so a turn's end being settled
+    /// ([`WorkerLink::settle_answer`]) is announced before this start. Returns whether
+    /// it started the turn.
     pub(crate) async fn send_turn_request(
         &self,
         method: &str,
@@ -145,17 +152,21 @@ impl WorkerLink {
         on_start: impl FnOnce(),
     ) -> Result<bool, RpcError> {
         let number = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let starts_turn = match self.pending.lock() {
-            Ok(mut map) => {
-                let starts = pending.is_turn() && !map.values().any(Pending::is_turn);
-                map.insert(number, pending);
-                starts
+        let starts_turn = {
+            let _order = self.turn_order.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let starts_turn = match self.pending.lock() {
+                Ok(mut map) => {
+                    let starts = pending.is_turn() && !map.values().any(Pending::is_turn);
+                    map.insert(number, pending);
+                    starts
+                }
+                Err(_) => false,
+            };
+            if starts_turn {
+                on_start();
             }
-            Err(_) => false,
+            starts_turn
         };
-        if starts_turn {
-            on_start();
-        }
         let request = Message::Request(Request {
             id: RequestId::Number(number),
             method: method.to_owned(),
@@ -194,10 +205,26 @@ impl WorkerLink {
         self.lines.send(line).await.map_err(|_| RpcError::closed())
     }
 
-    /// Takes the pending entry answered by `id`, if the daemon sent that request.
-    pub(crate) fn answered(&self, id: &RequestId) -> Option<Pending> {
-        let RequestId::Number(number) = id else { return None };
-        self.pending.lock().ok()?.remove(number)
+    /// Takes the pending entry answered by `id` (if the daemon sent that request) and
+    /// hands it to `settle` with whether a turn still runs after it (a prompt is left
+    /// unanswered). A turn's answer is settled under the turn-order lock: its delivery
+    /// and the end of the turn it brings reach clients before a prompt sent at the same
+    /// moment announces the next turn's start ([`WorkerLink::send_turn_request`]).
+    pub(crate) fn settle_answer<T>(
+        &self,
+        id: &RequestId,
+        settle: impl FnOnce(Pending, bool) -> T,
+    ) -> Option<T> {
+        let order = self.turn_order.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (pending, turn_running) = {
+            let RequestId::Number(number) = id else { return None };
+            let mut map = self.pending.lock().ok()?;
+            let pending = map.remove(number)?;
+            (pending, map.values().any(Pending::is_turn))
+        };
+        // Only a turn's answer orders against turn starts; others need not hold it.
+        let _order = pending.is_turn().then_some(order);
+        Some(settle(pending, turn_running))
     }
 
     /// Takes every unanswered request (the worker is gone).
@@ -218,13 +245,6 @@ impl WorkerLink {
             | Pending::Daemon(_)
             | Pending::ChildTurn => true,
         })
-    }
-
-    /// True while a `session/prompt` sent to this worker (a client's or a child's
-    /// first) is unanswered: the session's turn is running.
-    pub(crate) fn turn_running(&self) -> bool {
-        let Ok(map) = self.pending.lock() else { return false };
-        map.values().any(Pending::is_turn)
     }
 
     /// Closes the worker's stdin: the documented way to ask it to exit.
@@ -343,6 +363,7 @@ impl WorkerOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A link whose lines go nowhere (kept readable so sends succeed).
     fn link() -> (WorkerLink, mpsc::Receiver<String>) {
@@ -350,6 +371,7 @@ mod tests {
         let link = WorkerLink {
             lines,
             pending: Arc::default(),
+            turn_order: Arc::default(),
             next_id: Arc::new(AtomicI64::new(1)),
             close: CancellationToken::new(),
             pid: 0,
@@ -420,6 +442,42 @@ mod tests {
         }
     }
 
+    /// A turn's answer is settled (its end announced) while a prompt is sent from
+    /// elsewhere: the next turn's start is announced after that end, never before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turns_end_is_announced_before_a_prompt_sent_meanwhile_starts_the_next() {
+        let (link, _queued) = link();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let hear = |heard: &Arc<Mutex<Vec<&'static str>>>, what| heard.lock().unwrap().push(what);
+        let first = || hear(&heard, "start 1");
+        assert!(
+            link.send_turn_request("session/prompt", Value::Null, prompt(), first).await.unwrap()
+        );
+        let runtime = tokio::runtime::Handle::current();
+        let second = link
+            .settle_answer(&RequestId::Number(1), |_, turn_running| {
+                let (link, heard_too) = (link.clone(), heard.clone());
+                let second = std::thread::spawn(move || {
+                    let start = || hear(&heard_too, "start 2");
+                    runtime.block_on(link.send_turn_request(
+                        "session/prompt",
+                        Value::Null,
+                        prompt(),
+                        start,
+                    ))
+                });
+                // The other prompt's moment to start its turn, were it not held.
+                std::thread::sleep(Duration::from_millis(200));
+                if !turn_running {
+                    hear(&heard, "end 1");
+                }
+                second
+            })
+            .unwrap();
+        assert!(second.join().unwrap().unwrap(), "the second prompt starts a turn");
+        assert_eq!(*heard.lock().unwrap(), ["start 1", "end 1", "start 2"]);
+    }
+
     #[tokio::test]
     async fn a_prompt_after_the_running_one_is_answered_starts_a_new_turn() {
         let (link, _queued) = link();
@@ -433,10 +491,9 @@ mod tests {
         assert!(
             !link.send_turn_request("session/set_mode", Value::Null, other, || {}).await.unwrap()
         );
-        assert!(link.answered(&RequestId::Number(1)).is_some());
-        assert!(link.turn_running(), "the second prompt still runs");
-        assert!(link.answered(&RequestId::Number(2)).is_some());
-        assert!(!link.turn_running());
+        let still_running = |_, running| running;
+        assert!(link.settle_answer(&RequestId::Number(1), still_running).unwrap(), "2 runs");
+        assert!(!link.settle_answer(&RequestId::Number(2), still_running).unwrap());
         assert!(
             link.send_turn_request("session/prompt", Value::Null, prompt(), || {}).await.unwrap()
         );

@@ -31,6 +31,7 @@ pub mod kestrel {
         SessionListCapabilities, SessionUpdate, StopReason,
     };
     use crate::Mode;
+    use crate::jsonrpc::RpcError;
     use serde::{Deserialize, Serialize};
     use std::path::PathBuf;
 
@@ -60,6 +61,25 @@ pub mod kestrel {
     /// The key under `_meta.kestrel` of the daemon's attach answer (`session/load` of a
     /// live session) that says whether a turn of the session is running.
     pub const TURN_RUNNING_META: &str = "turnRunning";
+    /// `data.reason` of the `-32600` error that refuses a `session/prompt` because a turn
+    /// of the session is running (the refused prompt starts and ends nothing). Clients
+    /// match on it, never on the message's words.
+    pub const TURN_RUNNING_REASON: &str = "turn_running";
+
+    /// The refusal of a prompt while a turn of the session runs: `-32600` with
+    /// `data: {"reason": "turn_running"}` ([`TURN_RUNNING_REASON`]).
+    pub fn turn_running_error(message: impl Into<String>) -> RpcError {
+        let mut error = RpcError::new(RpcError::INVALID_REQUEST, message);
+        error.data = Some(serde_json::json!({ "reason": TURN_RUNNING_REASON }));
+        error
+    }
+
+    /// Whether `error` refused a prompt because a turn of the session was running.
+    pub fn is_turn_running_error(error: &RpcError) -> bool {
+        error.code == RpcError::INVALID_REQUEST
+            && error.data.as_ref().and_then(|data| data.get("reason")).and_then(|r| r.as_str())
+                == Some(TURN_RUNNING_REASON)
+    }
 
     /// Kestrel's answer to `initialize`, the same from a worker and from the daemon:
     /// sessions can be loaded and listed, prompts may carry images and embedded
@@ -259,6 +279,17 @@ mod tests {
                 "content": {"type": "text", "text": "hi"}
             }})
         );
+    }
+
+    #[test]
+    fn a_prompt_refused_because_a_turn_runs_is_known_by_its_data_not_its_words() {
+        let refusal = kestrel::turn_running_error("busy");
+        assert_eq!(refusal.data, Some(json!({"reason": "turn_running"})));
+        assert!(kestrel::is_turn_running_error(&refusal));
+        let worded = crate::jsonrpc::RpcError::new(-32600, "a prompt is already running");
+        assert!(!kestrel::is_turn_running_error(&worded));
+        let other_code = crate::jsonrpc::RpcError { code: -32603, ..refusal };
+        assert!(!kestrel::is_turn_running_error(&other_code));
     }
 
     #[test]

@@ -196,9 +196,9 @@ pub(crate) fn prompt(
 }
 
 /// The worker's refusal of a prompt while a turn of the session runs (another client's
-/// prompt reached it first): invalid request, "a prompt is already running".
+/// prompt reached it first), known by its error data (`turn_running`).
 fn is_busy_refusal(error: &RpcError) -> bool {
-    error.code == RpcError::INVALID_REQUEST && error.message.contains("already running")
+    acp::kestrel::is_turn_running_error(error)
 }
 
 /// `session/cancel` (a notification): the running turn stops.
@@ -332,6 +332,14 @@ mod tests {
         let session = request.client_capabilities.session.unwrap();
         assert!(session.notices.is_some());
         assert!(!request.client_capabilities.terminal);
+    }
+
+    #[test]
+    fn a_busy_refusal_is_known_by_its_data_not_its_words() {
+        let refusal = acp::kestrel::turn_running_error("anything at all");
+        assert!(is_busy_refusal(&refusal));
+        let worded = RpcError::new(RpcError::INVALID_REQUEST, "a prompt is already running");
+        assert!(!is_busy_refusal(&worded));
     }
 
     #[test]

@@ -295,7 +295,7 @@ impl Server {
                 "a prompt is already running in session {}: wait for it or send session/cancel",
                 live.id
             );
-            return Reply::Now(Err(RpcError::new(RpcError::INVALID_REQUEST, message)));
+            return Reply::Now(Err(acp::kestrel::turn_running_error(message)));
         }
         let prompt = match content_parts(&request.prompt) {
             Ok(prompt) => prompt,

@@ -62,10 +62,19 @@ impl DaemonTest {
         kestrel_store::KestrelHome::at(self.env.home.path())
     }
 
-    /// A new client: a `kestrel acp` process, initialized.
+    /// A new plain ACP client (an editor): a `kestrel acp` process, initialized without
+    /// opting in to notices and Kestrel's extension notifications.
     pub async fn client(&self) -> AcpClient {
         let client = AcpClient::spawn(self);
         client.initialize().await;
+        client
+    }
+
+    /// A new client that opted in (`session.notices`), as the TUI and the swarm do: it
+    /// also hears `_kestrel/session/turn`, `_kestrel/worker/restarted` and notices.
+    pub async fn kestrel_client(&self) -> AcpClient {
+        let client = AcpClient::spawn(self);
+        client.initialize_kestrel().await;
         client
     }
 
@@ -245,6 +254,12 @@ impl AcpClient {
 
     pub async fn initialize(&self) -> Value {
         let params = json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}});
+        self.request("initialize", params).await.expect("initialize answered")
+    }
+
+    /// `initialize` opting in to notices and Kestrel's extension notifications.
+    pub async fn initialize_kestrel(&self) -> Value {
+        let params = json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false, "session": {"notices": {}}}});
         self.request("initialize", params).await.expect("initialize answered")
     }
 
