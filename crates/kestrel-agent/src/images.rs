@@ -75,10 +75,34 @@ pub(crate) fn is_image_refusal(message: &str) -> bool {
     .any(|needle| message.contains(needle))
 }
 
-/// Replaces every image of the newest message that has images by a note saying the
-/// provider could not process it (`why`), so the next request goes without it. Returns
-/// how many images were replaced: 0 when the conversation has none.
-pub(crate) fn drop_newest_images(messages: &mut [Message], why: &str) -> usize {
+/// Replaces the image a provider could not process by a note saying so (`why`), so the
+/// next request goes without it: the image at `refused` (its place among the
+/// conversation's images, when the provider named it: `kestrel_model::refused_image`),
+/// else every image of the newest message that has images. Returns how many images were
+/// replaced: 0 when there is none.
+pub(crate) fn drop_refused_images(
+    messages: &mut [Message],
+    refused: Option<usize>,
+    why: &str,
+) -> usize {
+    let mut images = messages
+        .iter_mut()
+        .filter_map(|message| match message {
+            Message::User { content } => Some(content.iter_mut()),
+            Message::Assistant { .. } | Message::ToolResult { .. } => None,
+        })
+        .flatten()
+        .filter(|part| matches!(part, ContentPart::Image { .. }));
+    if let Some(part) = refused.and_then(|index| images.nth(index)) {
+        *part = refused_note(part, why);
+        return 1;
+    }
+    drop_newest_images(messages, why)
+}
+
+/// Every image of the newest message that has images, replaced as `drop_refused_images`
+/// says; how many.
+fn drop_newest_images(messages: &mut [Message], why: &str) -> usize {
     let newest = messages.iter_mut().rev().find_map(|message| match message {
         Message::User { content }
             if content.iter().any(|part| matches!(part, ContentPart::Image { .. })) =>
@@ -90,14 +114,24 @@ pub(crate) fn drop_newest_images(messages: &mut [Message], why: &str) -> usize {
     let Some(content) = newest else { return 0 };
     let mut dropped = 0;
     for part in content.iter_mut() {
-        let ContentPart::Image { media_type, .. } = part else { continue };
-        dropped += 1;
-        *part = ContentPart::Text(format!(
-            "[image: {media_type} — removed: the provider could not process it ({why}). Ask \
-             the user for another copy if you still need it.]"
-        ));
+        if matches!(part, ContentPart::Image { .. }) {
+            dropped += 1;
+            *part = refused_note(part, why);
+        }
     }
     dropped
+}
+
+/// The note that stands for an image the provider could not process.
+fn refused_note(part: &ContentPart, why: &str) -> ContentPart {
+    let media_type = match part {
+        ContentPart::Image { media_type, .. } => media_type.as_str(),
+        ContentPart::Text(_) => "unknown",
+    };
+    ContentPart::Text(format!(
+        "[image: {media_type} — removed: the provider could not process it ({why}). Ask the \
+         user for another copy if you still need it.]"
+    ))
 }
 
 /// What the user is told when a provider could not process images and they were removed.
@@ -240,9 +274,22 @@ mod tests {
             Message::User { content: vec![ContentPart::Text("a".into()), image(2), image(3)] },
             Message::User { content: vec![ContentPart::Text("no image".into())] },
         ];
-        assert_eq!(drop_newest_images(&mut messages, "Could not process image"), 2);
+        assert_eq!(drop_refused_images(&mut messages, None, "Could not process image"), 2);
         assert_eq!(images_of(&messages), vec![1]);
         let mut none = vec![Message::User { content: vec![ContentPart::Text("a".into())] }];
-        assert_eq!(drop_newest_images(&mut none, "x"), 0);
+        assert_eq!(drop_refused_images(&mut none, None, "x"), 0);
+    }
+
+    #[test]
+    fn a_refused_image_the_provider_named_is_the_only_one_removed() {
+        let mut messages = vec![
+            Message::User { content: vec![image(1), ContentPart::Text("a".into()), image(2)] },
+            Message::User { content: vec![image(3)] },
+        ];
+        assert_eq!(drop_refused_images(&mut messages, Some(1), "bad"), 1);
+        assert_eq!(images_of(&messages), vec![1, 3]);
+        // A place past the last image: the newest message's images, as without one.
+        assert_eq!(drop_refused_images(&mut messages, Some(7), "bad"), 1);
+        assert_eq!(images_of(&messages), vec![1]);
     }
 }

@@ -16,7 +16,7 @@ use crate::control::{ModelChoice, SessionControl};
 use crate::history::History;
 pub(crate) use crate::images::NO_IMAGES_NOTE;
 use crate::images::{
-    drop_newest_images, drop_over_budget, dropped_notice, is_image_refusal, refused_notice,
+    drop_over_budget, drop_refused_images, dropped_notice, is_image_refusal, refused_notice,
     without_image_parts,
 };
 use crate::subagent::{SubagentHost, task_spec};
@@ -412,7 +412,11 @@ impl Session {
                     return Ok((StopReason::Failed, String::new(), Some(message)));
                 }
                 Step::ImageRefused(message) if !images_refused => {
-                    let dropped = drop_newest_images(self.history.messages_mut(), &message);
+                    let wire = self.client.provider().wire_api;
+                    let refused =
+                        kestrel_model::refused_image(wire, self.history.messages(), &message);
+                    let dropped =
+                        drop_refused_images(self.history.messages_mut(), refused, &message);
                     if dropped == 0 {
                         return Ok((StopReason::Failed, String::new(), Some(message)));
                     }

@@ -29,11 +29,18 @@ struct Fixture {
 }
 
 fn fixture(script: Script) -> Fixture {
+    fixture_on("chat", script)
+}
+
+/// A fixture whose provider speaks `wire`.
+fn fixture_on(wire: &str, script: Script) -> Fixture {
     let server = ScriptedServer::start(script).unwrap();
     let test = TestHome::new(
         &server,
         // No catalog fetch: the model's image support comes from `images = true` alone.
-        "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{base_url}\"\nwire_api = \"chat\"\nimages = true\n",
+        &format!(
+            "catalog_url = \"off\"\n[providers.scripted]\nbase_url = \"{{base_url}}\"\nwire_api = \"{wire}\"\nimages = true\n"
+        ),
     );
     let launch = test.launch("scripted/vision", Mode::Auto);
     let session = open_session(&launch, None, Arc::new(Unattended)).unwrap();
@@ -229,6 +236,33 @@ async fn an_image_the_provider_cannot_process_is_removed_and_the_request_sent_ag
     assert!(notices.is_empty(), "{notices:?}");
     let last = body(fixture.server.requests().last().unwrap());
     assert!(!last.contains("BROKENZ") && last.contains("and now?"), "{last}");
+}
+
+#[tokio::test]
+async fn the_image_a_provider_names_in_its_refusal_is_the_one_removed() {
+    // Anthropic names the block: the second image of the prompt is fine and stays.
+    let refused = Fault::Status {
+        status: 400,
+        retry_after_secs: None,
+        message: Some(
+            "messages.0.content.1.image.source.base64.data: Image does not match the provided \
+             media type image/png"
+                .into(),
+        ),
+        times: Some(1),
+    };
+    let mut fixture =
+        fixture_on("anthropic", Script::new([Step::text("One left.").with_fault(refused)]));
+    let prompt = vec![ContentPart::Text("look".into()), image("BROKEN", 400), image("FINE", 400)];
+    let notices = run(&mut fixture.session, prompt).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("an image of the conversation"), "{notices:?}");
+    let requests = fixture.server.requests();
+    assert_eq!(requests.len(), 2);
+    let retried = body(&requests[1]);
+    assert!(!retried.contains("BROKENZ"), "{retried}");
+    assert!(retried.contains("FINEZ"), "the image it did not name is sent again: {retried}");
+    assert!(retried.contains("removed: the provider could not process it"), "{retried}");
 }
 
 #[tokio::test]

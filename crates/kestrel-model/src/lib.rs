@@ -9,6 +9,7 @@ mod catalog;
 mod chat;
 mod client;
 mod provider_error;
+mod refused_image;
 mod responses;
 mod retry;
 mod sse;
@@ -24,6 +25,7 @@ pub use catalog::{
     ProfileOrigin, is_local_url, list_provider_models,
 };
 pub use client::ModelClient;
+pub use refused_image::refused_image;
 pub use stream::ResponseStream;
 pub use tls::install_crypto_provider;
 pub use types::{
