@@ -37,6 +37,7 @@
 
 mod http;
 mod ids;
+mod jobs;
 mod logged_request;
 mod pty;
 mod script;
@@ -45,6 +46,7 @@ mod snapshot;
 mod sse;
 mod wire;
 
+pub use jobs::{JobSnapshot, JobStatus, JobsOptions, JobsServer, NodeLoss};
 pub use logged_request::LoggedRequest;
 pub use pty::{Key, Pty, PtyError, vt100};
 pub use script::{Fault, Reply, Script, ScriptError, ScriptedToolCall, ScriptedUsage, Step, When};
