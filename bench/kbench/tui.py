@@ -27,12 +27,16 @@ import unicodedata
 
 COLUMNS, ROWS = 120, 40
 MARKER = "kbench7"
+# Typed once, at the program's first output, by a user who starts typing at once.
+EARLY_TEXT = "zq-probe-17"
 # How often the marker is typed again until it shows: the input-ready resolution.
 RETYPE_S = 0.001
 
 TUI_MEASURES = [
     "first paint (daemon up)",
     "input-ready (daemon up)",
+    "first paint, typing at first output (daemon up)",
+    "typed at first output, on screen (daemon up)",
     "first paint (daemon started on demand)",
     "input-ready (daemon started on demand)",
     "idle RSS: TUI + daemon, no session yet",
@@ -141,6 +145,66 @@ def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True, when_ready=None)
     run = PtyRun(first_output_ms, marker_ms, exited, output.decode(errors="replace"))
     run.measured = measured
     return run
+
+
+class EarlyTyping:
+    """What one start showed when EARLY_TEXT was typed at the program's first output:
+    times in ms from spawn (None if never seen)."""
+
+    def __init__(self, first_paint_ms, drawn_ms):
+        self.first_paint_ms = first_paint_ms
+        self.drawn_ms = drawn_ms
+
+
+def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
+    """Starts argv on a fresh 120x40 pty with echo off, writes EARLY_TEXT once as soon
+    as the program writes anything (its first output: mode switches, not yet a frame),
+    and watches the screen until the program itself draws that text. First paint is the
+    first printable text, as in `start_in_pty`."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+    attributes = termios.tcgetattr(slave)
+    attributes[3] &= ~termios.ECHO  # only the program may show what was typed
+    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+    env = dict(env, TERM="xterm-256color", COLUMNS=str(COLUMNS), LINES=str(ROWS))
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=_controlling_tty, close_fds=True)
+    os.close(slave)
+    output, screen = bytearray(), Screen()
+    typed = False
+    first_paint_ms = drawn_ms = None
+    deadline = started + timeout
+    try:
+        while drawn_ms is None and time.perf_counter() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            now_ms = (time.perf_counter() - started) * 1000.0
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the slave side closed: the process is gone
+                break
+            if not chunk:
+                break
+            if not typed:
+                os.write(master, EARLY_TEXT.encode())
+                typed = True
+            answer_queries(master, chunk)
+            output.extend(chunk)
+            screen.feed(chunk)
+            if first_paint_ms is None and shows_text(output):
+                first_paint_ms = now_ms
+            if EARLY_TEXT in screen.text():
+                drawn_ms = now_ms
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.close(master)
+    return EarlyTyping(first_paint_ms, drawn_ms)
 
 
 def _children() -> dict:
@@ -315,13 +379,16 @@ def _kestrel_tui(ctx, home, env):
     _measure_starts(ctx, env, "daemon started on demand", before=lambda: _daemon(ctx, env, "stop"))
     if _daemon(ctx, env, "start"):
         _measure_starts(ctx, env, "daemon up", before=lambda: None, home=home)
+        _measure_early_typing(ctx, env, "daemon up")
         _daemon(ctx, env, "stop")
     else:
         for measure in ("first paint (daemon up)", "input-ready (daemon up)",
+                        "first paint, typing at first output (daemon up)",
+                        "typed at first output, on screen (daemon up)",
                         "idle RSS: TUI + daemon, no session yet"):
             ctx.results.missing("tui", measure, "not built yet", "`kestrel daemon start` failed")
     if ctx.scripted_model is None:
-        for measure in TUI_MEASURES[5:]:
+        for measure in TUI_MEASURES[-3:]:  # the session rows
             ctx.results.missing("tui", measure, "not measured", "no scripted-model binary")
         return
     _session_measures(ctx)
@@ -364,6 +431,29 @@ def _measure_starts(ctx, env, label, before, home=None):
                             "VmRSS of the TUI, the daemon and their children 1 s after input-ready")
         else:
             ctx.results.missing("tui", measure, "not seen", "the TUI never became input-ready")
+
+
+def _measure_early_typing(ctx, env, label):
+    """Starts the TUI `runs` times, EARLY_TEXT typed at its first output: the first
+    frame must not wait for the typing, and the typed text must ride on it or follow
+    within a frame's work."""
+    paint, drawn = [], []
+    for _ in range(ctx.runs):
+        run = type_at_first_output([str(ctx.kestrel)], env, ctx.work)
+        if run.first_paint_ms is not None:
+            paint.append(run.first_paint_ms)
+        if run.drawn_ms is not None:
+            drawn.append(run.drawn_ms)
+    note = (f"{COLUMNS}x{ROWS} pty, warm, echo off; `{EARLY_TEXT}` written once at the "
+            "program's first output")
+    for measure, values, extra in (
+            (f"first paint, typing at first output ({label})", paint, ""),
+            (f"typed at first output, on screen ({label})", drawn,
+             "; when Kestrel draws the text")):
+        if values:
+            ctx.results.add("tui", measure, values, "ms", note + extra)
+        else:
+            ctx.results.missing("tui", measure, "not seen", f"not drawn within 3 s; {note}")
 
 
 def codex_reference(ctx):

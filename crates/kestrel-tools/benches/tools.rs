@@ -116,8 +116,9 @@ impl Bench {
         Ok(millis)
     }
 
-    /// The tool next to `bash -lc` (what it runs) and `bash -c` (without the login
-    /// profile, which is most of the cost on a machine with a heavy /etc/profile).
+    /// The tool next to `bash -lc` (what it ran before it took the login shell's
+    /// environment once per session) and `bash -c` (the command alone); for `true`, also
+    /// what the tool adds per call (its time minus `bash -c`'s, pair by pair).
     fn shell(&self) -> BenchResult<()> {
         let dir = tempfile::tempdir()?;
         let context = context(dir.path());
@@ -133,6 +134,15 @@ impl Bench {
                 };
                 login.push(bash("-lc")?);
                 plain.push(bash("-c")?);
+            }
+            if command == "true" {
+                let overhead = tool.iter().zip(&plain).map(|(tool, plain)| tool - plain).collect();
+                self.report(
+                    "tools.shell call overhead",
+                    "per call, vs `bash -c true`",
+                    "ms",
+                    overhead,
+                );
             }
             self.report("tools.shell", command, "ms", tool);
             self.report("baseline.bash_lc", command, "ms", login);
