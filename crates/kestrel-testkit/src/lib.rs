@@ -42,6 +42,7 @@ mod logged_request;
 mod pty;
 mod script;
 mod server;
+mod server_thread;
 mod snapshot;
 mod sse;
 mod wire;

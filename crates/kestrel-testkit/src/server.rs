@@ -12,13 +12,11 @@ use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 
 use crate::http::{
     HttpRequest, ReadError, finish_chunked, read_request, start_chunked, write_chunk, write_full,
@@ -27,6 +25,7 @@ use crate::http::{
 use crate::ids::IdGenerator;
 use crate::logged_request::LoggedRequest;
 use crate::script::{Fault, Script, Step};
+use crate::server_thread::ServerThread;
 use crate::sse::SseEvent;
 use crate::wire::{RenderContext, WireApi, models_body, openai_error_body};
 
@@ -49,8 +48,8 @@ pub struct ServerOptions {
 pub struct ScriptedServer {
     address: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops the server when dropped.
+    _thread: ServerThread,
 }
 
 impl ScriptedServer {
@@ -81,7 +80,6 @@ impl ScriptedServer {
             None => None,
         };
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))?;
-        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -96,28 +94,11 @@ impl ScriptedServer {
             ids: IdGenerator::default(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (shutdown, shutdown_received) = oneshot::channel();
-        let (ready, is_ready) = std::sync::mpsc::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread =
-            std::thread::Builder::new().name("scripted-model".into()).spawn(move || {
-                runtime.block_on(async move {
-                    // The listener must be registered inside the runtime that drives it.
-                    let listener = match TcpListener::from_std(listener) {
-                        Ok(listener) => listener,
-                        Err(error) => {
-                            let _ = ready.send(Err(error));
-                            return;
-                        }
-                    };
-                    let _ = ready.send(Ok(()));
-                    accept_loop(listener, thread_shared, shutdown_received).await;
-                });
-            })?;
-        is_ready
-            .recv()
-            .map_err(|_| std::io::Error::other("the scripted model thread ended at start"))??;
-        Ok(ScriptedServer { address, shared, shutdown: Some(shutdown), thread: Some(thread) })
+        let thread = ServerThread::start("scripted-model", listener, runtime, move |stream| {
+            serve_connection(stream, Arc::clone(&thread_shared))
+        })?;
+        Ok(ScriptedServer { address, shared, _thread: thread })
     }
 
     /// "http://127.0.0.1:PORT/v1" — what goes into config `base_url`.
@@ -138,18 +119,6 @@ impl ScriptedServer {
     /// Steps not yet consumed.
     pub fn remaining(&self) -> usize {
         self.shared.lock().steps.len()
-    }
-}
-
-impl Drop for ScriptedServer {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            // Joining closes the listener and every open connection before we return.
-            let _ = thread.join();
-        }
     }
 }
 
@@ -251,26 +220,6 @@ fn default_message(status: u16) -> String {
         529 => "scripted model: overloaded".into(),
         500..=599 => "scripted model: internal server error".into(),
         _ => format!("scripted model: request failed with HTTP {status}"),
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: oneshot::Receiver<()>,
-) {
-    loop {
-        tokio::select! {
-            // A send or a dropped sender both mean stop.
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
-                }
-                // Out of descriptors and the like: back off instead of spinning.
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            },
-        }
     }
 }
 

@@ -27,16 +27,16 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 use crate::http::{ReadError, read_request, write_full};
 use crate::ids::IdGenerator;
 use crate::logged_request::LoggedRequest;
+use crate::server_thread::ServerThread;
 
 /// A client that sends nothing for this long is dropped.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -216,8 +216,7 @@ pub struct JobSnapshot {
 pub struct JobsServer {
     address: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<ServerThread>,
 }
 
 impl JobsServer {
@@ -232,7 +231,6 @@ impl JobsServer {
     /// environment.
     pub fn start_with(options: JobsOptions) -> std::io::Result<JobsServer> {
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))?;
-        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let log_dir = std::env::temp_dir().join(format!(
             "kestrel-jobs-{}-{}-{}",
@@ -250,28 +248,13 @@ impl JobsServer {
             ids: IdGenerator::default(),
             runtime: runtime.handle().clone(),
         });
-        let (shutdown, shutdown_received) = oneshot::channel();
-        let (ready, is_ready) = std::sync::mpsc::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new().name("scripted-jobs".into()).spawn(move || {
-            runtime.block_on(async move {
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        let _ = ready.send(Err(error));
-                        return;
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                accept_loop(listener, thread_shared, shutdown_received).await;
-            });
-            // Dropping the runtime drops every job's task, whose process group is then
-            // killed (kestrel_platform::ProcessGroup's Drop).
+        // Dropping the runtime, when the thread ends, drops every job's task, whose process
+        // group is then killed (kestrel_platform::ProcessGroup's Drop).
+        let thread = ServerThread::start("scripted-jobs", listener, runtime, move |stream| {
+            serve_connection(stream, Arc::clone(&thread_shared))
         })?;
-        is_ready
-            .recv()
-            .map_err(|_| std::io::Error::other("the scripted jobs thread ended at start"))??;
-        Ok(JobsServer { address, shared, shutdown: Some(shutdown), thread: Some(thread) })
+        Ok(JobsServer { address, shared, thread: Some(thread) })
     }
 
     /// `http://127.0.0.1:PORT`: what goes into `[swarm.ray] address`.
@@ -342,12 +325,8 @@ impl JobsServer {
 
 impl Drop for JobsServer {
     fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        // Stops the jobs before their logs go.
+        drop(self.thread.take());
         let _ = std::fs::remove_dir_all(&self.shared.log_dir);
     }
 }
@@ -427,24 +406,6 @@ impl Shared {
     /// The node id jobs started now run on (56 hex digits, like Ray's).
     fn node_id(&self, state: &State) -> String {
         format!("{:056x}", (u64::from(self.address.port()) << 32) | (state.nodes_lost + 1))
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: oneshot::Receiver<()>,
-) {
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            },
-        }
     }
 }
 
