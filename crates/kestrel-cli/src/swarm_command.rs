@@ -3,6 +3,8 @@
 //! `--json`, short lines on stderr otherwise. `status` and `list` read the run
 //! directories through the store. Exit 0 ok, 1 a task failed or the run stopped, 2 usage.
 
+mod climb;
+
 use clap::{Args, Subcommand};
 use kestrel_protocol::swarm::{RunState, SwarmEntry};
 use kestrel_store::{KestrelHome, RunStatus, SwarmRunDir, list_runs};
@@ -23,6 +25,9 @@ pub struct SwarmArgs {
 enum SwarmCommand {
     /// Run a task graph (--graph FILE) or a goal (a planner writes the graph).
     Run(RunArgs),
+    /// Improve a measured number: experiments built, checked and measured against the
+    /// baseline; only the ones that beat it beyond noise are merged.
+    Climb(climb::ClimbArgs),
     /// Continue a run after a crash, kill or Ctrl+C, exactly where it stopped.
     Resume(ResumeArgs),
     /// Give a failed (or blocked, or cancelled) task new attempts, and continue the run.
@@ -136,6 +141,7 @@ pub fn run(args: SwarmArgs) -> ExitCode {
             let request = RunRequest { launch, input, dry_run: args.dry_run, yes: args.yes };
             orchestrate(kestrel_swarm::run(request))
         }
+        SwarmCommand::Climb(args) => climb::run(&home, args),
         SwarmCommand::Resume(args) => {
             let Some(launch) = launch(&home, &args.common) else { return ExitCode::from(2) };
             orchestrate(async move { kestrel_swarm::resume(launch, &args.run).await })
@@ -260,10 +266,11 @@ fn status(home: &KestrelHome, args: StatusArgs) -> ExitCode {
             Ok(status) => status,
             Err(error) => return fail(1, &error.to_string()),
         };
+        let climb = dir.climb_status().ok().flatten();
         let text = if args.json {
-            serde_json::to_string(&status).unwrap_or_default() + "\n"
+            climb::json(&status, climb.as_ref())
         } else {
-            table(&status)
+            table(&status) + &climb::table(climb.as_ref())
         };
         let mut stdout = std::io::stdout().lock();
         if args.watch && !args.json {

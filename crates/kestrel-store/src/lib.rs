@@ -38,6 +38,7 @@ pub use storage::{
     remove_sessions, session_disk, sessions_older_than,
 };
 pub use swarm_run::{
-    EventLog, GraphError, RunLock, RunStatus, RunSummary, SkippedEvents, SwarmRunDir, TaskStatus,
-    TokenCounts, graph_to_toml, list_runs, parse_graph,
+    ClimbStatus, EventLog, ExperimentStatus, GraphError, RunLock, RunStatus, RunSummary,
+    SkippedEvents, SwarmRunDir, TaskStatus, TokenCounts, experiment_table, graph_to_toml,
+    list_runs, parse_graph,
 };

@@ -8,7 +8,7 @@ use crate::events::EventLog;
 use crate::git::Git;
 use crate::ray::RayExecutor;
 use crate::verify::{Verification, VerifySpec, verify};
-use kestrel_protocol::swarm::{RunView, SwarmEvent, SwarmGraph, TaskSpec, TaskView};
+use kestrel_protocol::swarm::{RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskSpec, TaskView};
 use kestrel_store::KestrelHome;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -144,6 +144,11 @@ impl Run {
     /// The run as its events tell it now.
     pub fn view(&self) -> RunView {
         self.log().view()
+    }
+
+    /// Every event the log holds, copied (a climb folds its own view from them).
+    pub fn entries(&self) -> Vec<SwarmEntry> {
+        self.log().entries().to_vec()
     }
 
     /// Whether an event the log holds matches `check`.

@@ -5,6 +5,7 @@
 
 mod cleanup;
 mod client;
+mod climb;
 mod context;
 mod error;
 mod events;
@@ -21,6 +22,7 @@ mod task;
 mod turn;
 mod verify;
 
+pub use climb::{ClimbRequest, climb};
 pub use error::SwarmError;
 pub use events::{Console, describe};
 pub use ray::node::node;

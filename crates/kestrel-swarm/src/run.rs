@@ -203,6 +203,9 @@ pub async fn resume(launch: Launch, run: &str) -> Result<i32, SwarmError> {
         Some(RunEnd::Failed | RunEnd::Budget) | None => {}
     }
     run.emit(SwarmEvent::RunResumed { run: run.id.clone() })?;
+    if crate::climb::is_climb(&run) {
+        return crate::climb::go_on(run, lock, launch.console.as_ref()).await;
+    }
     go_on(run, lock, launch.console.as_ref()).await
 }
 
@@ -210,6 +213,13 @@ pub async fn resume(launch: Launch, run: &str) -> Result<i32, SwarmError> {
 /// attempts, so do the tasks it blocked, and the run goes on.
 pub async fn retry(launch: Launch, run: &str, task: &str) -> Result<i32, SwarmError> {
     let (run, lock) = reopen(&launch, run).await?;
+    if crate::climb::is_climb(&run) {
+        return Err(SwarmError::Usage(format!(
+            "run {} is a climb: its experiments are not retried (`kestrel swarm resume {}` \
+             continues it)",
+            run.id, run.id
+        )));
+    }
     let view = run.view();
     let Some(target) = view.task(task) else {
         return Err(SwarmError::Usage(format!("run {} has no task `{task}`", run.id)));
@@ -287,7 +297,10 @@ pub async fn cancel(launch: Launch, run: &str, task: Option<&str>) -> Result<i32
 }
 
 /// Takes a run over: its lock, graph, events and settings.
-async fn reopen(launch: &Launch, query: &str) -> Result<(Arc<Run>, RunLock), SwarmError> {
+pub(crate) async fn reopen(
+    launch: &Launch,
+    query: &str,
+) -> Result<(Arc<Run>, RunLock), SwarmError> {
     Git::check_version().await?;
     let dir = SwarmRunDir::open(&launch.home, query)?;
     let lock = dir.lock().map_err(|error| SwarmError::Usage(error.to_string()))?;
@@ -377,13 +390,13 @@ fn parts(
     })
 }
 
-fn load_config(home: &KestrelHome, repo: &Path) -> Result<Config, SwarmError> {
+pub(crate) fn load_config(home: &KestrelHome, repo: &Path) -> Result<Config, SwarmError> {
     Config::load(home, repo).map_err(|error| SwarmError::Usage(error.to_string()))
 }
 
 /// Each role's model, checked: known provider, key present, and a reviewer on another
 /// model than the implementer unless `allow_same_model`.
-fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmError> {
+pub(crate) fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmError> {
     let pick = |role: &str, model: &Option<String>| -> Result<String, SwarmError> {
         model.clone().or_else(|| config.model.clone()).ok_or_else(|| {
             SwarmError::Usage(format!(

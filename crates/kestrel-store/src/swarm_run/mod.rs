@@ -3,11 +3,13 @@
 //! truth a resume rebuilds from), role logs (`logs/`) and the orchestrator's `lock`.
 //! Directories are 0700 and files 0600, like session records.
 
+mod climb;
 mod events;
 mod graph;
 mod lock;
 mod status;
 
+pub use climb::{ClimbStatus, ExperimentStatus, experiment_table};
 pub use events::{EventLog, SkippedEvents};
 pub use graph::{GraphError, graph_to_toml, parse_graph};
 pub use lock::RunLock;

@@ -1,0 +1,275 @@
+//! The keep/reject rule: is the experiment better than the baseline beyond noise? A
+//! one-sided Mann–Whitney U test on the interleaved runs (normal approximation with tie
+//! and continuity correction) at [`ALPHA`], and an improvement of the medians of at least
+//! [`MIN_STANDARD_ERRORS`] standard errors, the noise pooled from the baseline's own runs
+//! and both sides. A metric whose runs never vary is exact: any difference counts.
+
+use kestrel_protocol::swarm::{Direction, median};
+
+/// The rank test's one-sided significance level.
+pub const ALPHA: f64 = 0.01;
+/// How many standard errors of a difference of medians the improvement must reach.
+pub const MIN_STANDARD_ERRORS: f64 = 4.0;
+/// A median's standard error is about this many times the mean's (normal noise).
+const MEDIAN_EFFICIENCY: f64 = 1.2533;
+
+/// Which way the measurement went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Better,
+    Worse,
+    Neutral,
+}
+
+/// The comparison of an experiment's runs with the baseline's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub verdict: Verdict,
+    /// The rank test's p-value for the direction the medians moved (`None`: exact).
+    pub p_value: Option<f64>,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// Compares `experiment` with `baseline` (runs interleaved with it); `noise` holds the
+/// baseline's own runs from when it became the baseline.
+pub fn compare(
+    direction: Direction,
+    noise: &[f64],
+    baseline: &[f64],
+    experiment: &[f64],
+) -> Comparison {
+    // Oriented so that lower is better.
+    let orient = |values: &[f64]| -> Vec<f64> {
+        match direction {
+            Direction::Lower => values.to_vec(),
+            Direction::Higher => values.iter().map(|v| -v).collect(),
+        }
+    };
+    let (a, b) = (orient(baseline), orient(experiment));
+    let (median_a, median_b) = (median(baseline), median(experiment));
+    let gain = median(&a) - median(&b);
+    let change = describe_change(median_a, median_b, gain);
+    let sd = pooled_sd(&[noise, baseline, experiment]);
+    if sd == 0.0 {
+        let verdict = if gain > 0.0 {
+            Verdict::Better
+        } else if gain < 0.0 {
+            Verdict::Worse
+        } else {
+            Verdict::Neutral
+        };
+        let reason = format!("{change}; every run printed the same number, so that is exact");
+        return Comparison { verdict, p_value: None, reason };
+    }
+    let needed = MIN_STANDARD_ERRORS
+        * MEDIAN_EFFICIENCY
+        * sd
+        * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
+    let p_better = rank_p_less(&b, &a);
+    let p_worse = rank_p_less(&a, &b);
+    let (verdict, p) = if gain > 0.0 && p_better <= ALPHA && gain >= needed {
+        (Verdict::Better, p_better)
+    } else if gain < 0.0 && p_worse <= ALPHA && -gain >= needed {
+        (Verdict::Worse, p_worse)
+    } else {
+        (Verdict::Neutral, if gain >= 0.0 { p_better } else { p_worse })
+    };
+    let test = format!(
+        "p = {} (needs {ALPHA}), |difference| {} vs {} needed ({MIN_STANDARD_ERRORS} standard errors)",
+        short(p),
+        short(gain.abs()),
+        short(needed)
+    );
+    Comparison { verdict, p_value: Some(p), reason: format!("{change}; {test}") }
+}
+
+fn describe_change(median_a: f64, median_b: f64, gain: f64) -> String {
+    let word = if gain > 0.0 {
+        "better"
+    } else if gain < 0.0 {
+        "worse"
+    } else {
+        "no change"
+    };
+    let percent = if median_a != 0.0 {
+        format!(" ({:.2}% {word})", (gain / median_a.abs()) * 100.0)
+    } else {
+        format!(" ({word})")
+    };
+    format!("median {} against the baseline's {}{percent}", short(median_b), short(median_a))
+}
+
+fn short(value: f64) -> String {
+    if value != 0.0 && value.abs() < 0.001 { format!("{value:.2e}") } else { format!("{value:.4}") }
+}
+
+/// The standard deviation pooled over groups, each around its own mean.
+fn pooled_sd(groups: &[&[f64]]) -> f64 {
+    let mut squares = 0.0;
+    let mut freedom = 0usize;
+    for group in groups.iter().filter(|group| group.len() > 1) {
+        let mean = group.iter().sum::<f64>() / group.len() as f64;
+        squares += group.iter().map(|v| (v - mean).powi(2)).sum::<f64>();
+        freedom += group.len() - 1;
+    }
+    if freedom == 0 { 0.0 } else { (squares / freedom as f64).sqrt() }
+}
+
+/// One-sided Mann–Whitney U: the probability of `x` being this much smaller than `y` by
+/// chance (normal approximation, tie-corrected variance, continuity correction).
+pub fn rank_p_less(x: &[f64], y: &[f64]) -> f64 {
+    let (n1, n2) = (x.len() as f64, y.len() as f64);
+    if x.is_empty() || y.is_empty() {
+        return 1.0;
+    }
+    // U counts the pairs where x is the larger (ties half).
+    let mut u = 0.0;
+    for a in x {
+        for b in y {
+            if a > b {
+                u += 1.0;
+            } else if a == b {
+                u += 0.5;
+            }
+        }
+    }
+    let mut all: Vec<f64> = x.iter().chain(y).copied().collect();
+    all.sort_by(f64::total_cmp);
+    let mut ties = 0.0;
+    let mut start = 0;
+    while start < all.len() {
+        let mut end = start;
+        while end + 1 < all.len() && all[end + 1] == all[start] {
+            end += 1;
+        }
+        let t = (end - start + 1) as f64;
+        ties += t * t * t - t;
+        start = end + 1;
+    }
+    let n = n1 + n2;
+    let variance = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    if variance <= 0.0 {
+        return 1.0;
+    }
+    let z = (u + 0.5 - n1 * n2 / 2.0) / variance.sqrt();
+    normal_cdf(z)
+}
+
+fn normal_cdf(z: f64) -> f64 {
+    0.5 * erfc(-z / std::f64::consts::SQRT_2)
+}
+
+/// The complementary error function (Numerical Recipes' `erfcc`, error below 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let result = t * poly.exp();
+    if x >= 0.0 { result } else { 2.0 - result }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// splitmix64: a seeded generator of our own (no rand crate).
+    struct Random(u64);
+
+    impl Random {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn uniform(&mut self) -> f64 {
+            ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+
+        /// Box–Muller.
+        fn gaussian(&mut self) -> f64 {
+            let (u, v) = (self.uniform(), self.uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+
+        /// `runs` of a metric whose true value is `value`, each off by noise of
+        /// standard deviation `sigma` (relative).
+        fn runs(&mut self, value: f64, sigma: f64, runs: usize) -> Vec<f64> {
+            (0..runs).map(|_| value * (1.0 + sigma * self.gaussian())).collect()
+        }
+    }
+
+    /// The noise of the rule's claims: each run within about ±2% (σ = 1%).
+    const NOISE: f64 = 0.01;
+    const RUNS: usize = 7;
+
+    fn kept_of_1000(seed: u64, improvement: f64, direction: Direction) -> usize {
+        let mut random = Random(seed);
+        let sign = match direction {
+            Direction::Lower => -1.0,
+            Direction::Higher => 1.0,
+        };
+        (0..1000)
+            .filter(|_| {
+                let noise = random.runs(100.0, NOISE, RUNS);
+                let baseline = random.runs(100.0, NOISE, RUNS);
+                let experiment = random.runs(100.0 * (1.0 + sign * improvement), NOISE, RUNS);
+                compare(direction, &noise, &baseline, &experiment).verdict == Verdict::Better
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_neutral_change_with_jitter_is_never_kept() {
+        assert_eq!(kept_of_1000(1, 0.0, Direction::Lower), 0);
+        assert_eq!(kept_of_1000(2, 0.0, Direction::Higher), 0);
+    }
+
+    #[test]
+    fn a_five_percent_improvement_under_two_percent_noise_is_kept() {
+        assert!(kept_of_1000(3, 0.05, Direction::Lower) >= 990);
+        assert!(kept_of_1000(4, 0.05, Direction::Higher) >= 990);
+    }
+
+    #[test]
+    fn a_regression_is_worse_and_never_kept() {
+        let mut random = Random(5);
+        let noise = random.runs(100.0, NOISE, RUNS);
+        let baseline = random.runs(100.0, NOISE, RUNS);
+        let experiment = random.runs(110.0, NOISE, RUNS);
+        let comparison = compare(Direction::Lower, &noise, &baseline, &experiment);
+        assert_eq!(comparison.verdict, Verdict::Worse, "{}", comparison.reason);
+        assert_eq!(kept_of_1000(6, -0.05, Direction::Lower), 0);
+    }
+
+    #[test]
+    fn a_metric_that_never_varies_is_compared_exactly() {
+        let same = [100.0, 100.0];
+        let better = compare(Direction::Lower, &same, &same, &[99.0, 99.0]);
+        assert_eq!(better.verdict, Verdict::Better, "{}", better.reason);
+        assert_eq!(better.p_value, None);
+        assert_eq!(compare(Direction::Lower, &same, &same, &same).verdict, Verdict::Neutral);
+        assert_eq!(compare(Direction::Higher, &same, &same, &[99.0, 99.0]).verdict, Verdict::Worse);
+    }
+
+    #[test]
+    fn the_rank_test_matches_known_values() {
+        // Complete separation of 7 and 7: U = 0, z = -3.07.
+        let low: Vec<f64> = (0..7).map(f64::from).collect();
+        let high: Vec<f64> = (10..17).map(f64::from).collect();
+        let p = rank_p_less(&low, &high);
+        assert!((p - 0.00107).abs() < 0.0001, "{p}");
+        assert!(rank_p_less(&high, &low) > 0.99);
+        assert!((normal_cdf(1.96) - 0.975).abs() < 1e-4);
+    }
+}
