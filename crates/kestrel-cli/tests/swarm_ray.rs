@@ -234,6 +234,106 @@ fn a_job_stopped_through_the_api_mid_attempt_is_submitted_again_and_the_run_ends
 }
 
 #[test]
+fn an_orchestrator_killed_mid_job_is_resumed_and_follows_the_same_job_to_its_end() {
+    let name = "an_orchestrator_killed_mid_job_is_resumed_and_follows_the_same_job";
+    let Some(address) = ray::address(name) else { return };
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 300);
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &address);
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let background = test.spawn_swarm(&["run", "--graph", &graph]);
+    test.wait_for_event("the implementer's turn started", |event| event["type"] == "turn_started");
+    // SAFETY: kill(2) only sends a signal, to the orchestrator this test started.
+    unsafe {
+        libc::kill(background.pid() as libc::pid_t, libc::SIGKILL);
+    }
+    let killed = background.wait();
+    assert_eq!(killed.status.code(), None, "killed by a signal");
+    let run = test.run_id();
+
+    let output = test.swarm_within(&["resume", &run]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    // The job the killed orchestrator submitted was followed, not submitted again.
+    let jobs = jobs_of(&address, &run);
+    let implementer: Vec<&Value> =
+        jobs.iter().filter(|job| job["metadata"]["kestrel_role"] == "implementer").collect();
+    assert_eq!(implementer.len(), 1, "{jobs:#?}");
+    assert_eq!(implementer[0]["status"], "SUCCEEDED", "{jobs:#?}");
+    let events = test.events(&run);
+    let started = of_type(&events, "turn_started");
+    assert_eq!(started.iter().filter(|e| e["role"] == "implementer").count(), 1, "{events:#?}");
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:first.txt")]), "one\n");
+}
+
+/// A lost node cannot be made on one machine's real head: the scripted Jobs API (which
+/// runs each entrypoint for real) loses the implementer's node once its session started.
+#[test]
+fn a_lost_node_is_retried_once_from_the_pushed_state_and_a_second_loss_fails_the_attempt() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let lost = |id: &str| id.ends_with("-first-1-implementer-0");
+    jobs.lose_node(
+        kestrel_testkit::NodeLoss::of_job_where(lost).once_log_contains("session.started"),
+    );
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 300);
+    steps.truncate(1);
+    steps.extend(implement("first", &[("first.txt", "one\n")]));
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let run = test.run_id();
+    let job =
+        |suffix: &str| jobs.job(&format!("kestrel-{run}-first-1-implementer-{suffix}")).unwrap();
+    assert!(job("0").node_lost, "{:?}", job("0"));
+    assert_eq!(job("1").status, kestrel_testkit::JobStatus::Succeeded, "{:?}", job("1"));
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "attempt_started").len(), 1, "{events:#?}");
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+    // What the cluster was given: resources, the nodes' variables, never the key.
+    let submitted = jobs.jobs();
+    assert!(submitted.iter().all(|job| job.entrypoint_num_cpus == Some(1.0)), "{submitted:#?}");
+    for job in &submitted {
+        assert!(!job.env_vars.values().any(|value| value.contains("sk-test")), "{job:?}");
+        assert!(!job.entrypoint.contains("sk-test"), "{job:?}");
+        assert!(job.env_vars.contains_key("KESTREL_HOME"), "{job:?}");
+    }
+
+    // Lost twice: the attempt fails (and the next one goes on).
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    jobs.lose_node(kestrel_testkit::NodeLoss::of_job_where(|id| {
+        id.ends_with("-first-1-implementer-0")
+    }));
+    jobs.lose_node(kestrel_testkit::NodeLoss::of_job_where(|id| {
+        id.ends_with("-first-1-implementer-1")
+    }));
+    let mut steps = implement("first", &[("first.txt", "one\n")]);
+    steps.extend(review("first", 2, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("attempt 1 failed") && err.contains("lost twice"), "{err}");
+    let events = test.events(&test.run_id());
+    assert_eq!(of_type(&events, "attempt_started").len(), 2, "{events:#?}");
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+}
+
+#[test]
 fn an_unreachable_cluster_is_a_usage_error_naming_the_address_and_nothing_starts() {
     let test = SwarmTest::new(&[("README", "toy\n")], Vec::new(), "");
     let remote = tempfile::tempdir().unwrap();

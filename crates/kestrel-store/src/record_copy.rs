@@ -83,8 +83,7 @@ mod tests {
     }
 
     fn usage(cost: f64) -> RecordEntry {
-        let usage =
-            Usage { input_tokens: 10, output_tokens: 2, cost_usd: cost, ..Usage::default() };
+        let usage = Usage { input_tokens: 10, output_tokens: 2, cost, ..Usage::default() };
         RecordEntry { ts: Timestamp::now(), item: RecordItem::Usage { usage } }
     }
 
@@ -98,11 +97,11 @@ mod tests {
         let first = export_record(&node, &id).unwrap();
         import_record(&here, &first).unwrap();
         let listed = SessionIndex::find(&here, "s-1").unwrap();
-        assert_eq!(listed.usage.cost_usd, 0.5);
+        assert_eq!(listed.usage.cost, 0.5);
         record.append(&usage(0.25)).unwrap();
         drop(record);
         import_record(&here, &export_record(&node, &id).unwrap()).unwrap();
-        assert_eq!(SessionIndex::find(&here, "s-1").unwrap().usage.cost_usd, 0.75);
+        assert_eq!(SessionIndex::find(&here, "s-1").unwrap().usage.cost, 0.75);
         assert_eq!(export_record(&here, &id).unwrap(), export_record(&node, &id).unwrap());
         assert_eq!(SessionIndex::list(&here).unwrap().len(), 1);
     }

@@ -117,14 +117,10 @@ impl RayExecutor {
                 () = tokio::time::sleep(POLL) => {}
             }
             // The state first, then the log: a job seen ended has its whole log read.
-            let looked = async {
-                Ok::<_, SwarmError>((self.jobs.info(id).await?, self.jobs.logs(id).await?))
-            };
-            let (info, logs) = match looked.await {
-                Ok(pair) => {
-                    errors = 0;
-                    pair
-                }
+            // A lost node's log cannot be read (the head answers 500) while its state
+            // still can: only the state's failures count against the API.
+            let info = match self.jobs.info(id).await {
+                Ok(info) => info,
                 Err(error) => {
                     errors += 1;
                     if errors >= MAX_POLL_ERRORS {
@@ -133,6 +129,19 @@ impl RayExecutor {
                     continue;
                 }
             };
+            errors = 0;
+            let mut logs = self.jobs.logs(id).await;
+            if info.as_ref().is_some_and(|info| info.status.is_terminal()) {
+                // The last read of an ended job's log is the one its result is in.
+                for _ in 0..3 {
+                    if logs.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    logs = self.jobs.logs(id).await;
+                }
+            }
+            let logs = logs.unwrap_or_default();
             if let Some(end) = logs.get(seen..).and_then(|rest| rest.rfind('\n')) {
                 for line in logs[seen..seen + end].lines() {
                     let Ok(value) = serde_json::from_str::<Value>(line.trim()) else { continue };

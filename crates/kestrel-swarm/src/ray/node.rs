@@ -102,12 +102,22 @@ async fn turn(
     let home = KestrelHome::from_env()?;
     let records = records_ref(&tag.run, &tag.task);
     let records_tip = fetch(repo, remote, &records, "refs/kestrel/records").await?;
-    // The session travels with the task: a retry on any node continues it.
-    if let (Some(session), Some(tip)) = (session, &records_tip)
-        && let Some(bytes) = read_file(repo, tip, &format!("{session}.jsonl")).await?
-    {
-        import_record(&home, &bytes)?;
+    // The session travels with the task: a retry on any node continues it. One whose
+    // record was never pushed (its node was lost first) starts again as a new session.
+    let mut session = session.clone();
+    if let Some(id) = &session {
+        let shipped = match &records_tip {
+            Some(tip) => read_file(repo, tip, &format!("{id}.jsonl")).await?,
+            None => None,
+        };
+        match shipped {
+            Some(bytes) => {
+                import_record(&home, &bytes)?;
+            }
+            None => session = None,
+        }
     }
+    let session = &session;
     let mut command = tokio::process::Command::new(program);
     command.arg("exec");
     // `exec resume` takes its own flags: they go after `resume`.
@@ -141,7 +151,9 @@ async fn turn(
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             // Passed on as it comes: the job's log is how the orchestrator follows it.
-            println!("{line}");
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
             if session_id.is_none()
                 && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
                 && event["type"] == "session.started"

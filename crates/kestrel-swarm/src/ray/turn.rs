@@ -11,10 +11,11 @@ use super::spec::{JobSpec, JobWork, records_ref, spec_ref};
 use crate::SwarmError;
 use crate::context::Run;
 use crate::git::Git;
-use crate::outcome::recorded_turn;
+use crate::outcome::{RecordedTurn, recorded_turn};
 use crate::turn::{TurnResult, TurnSpec, finish, finished, record_finished, take_slot};
 use kestrel_protocol::SessionId;
 use kestrel_protocol::swarm::{SwarmEvent, SwarmRole, SwarmSessionTag, task_branch};
+use kestrel_store::StoreError;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
@@ -28,11 +29,12 @@ pub async fn run_turn(
     let line = tag.prompt_line();
     import_records(run, ray, tag).await?;
     // A turn the record already has (a resumed run) is taken as it stands.
-    if let Some(session) = &spec.session {
-        let recorded = recorded_turn(&run.home, session, &line)?;
-        if recorded.prompted && finished(&recorded) {
-            return finish(run, tag, session, recorded);
-        }
+    if let Some(session) = &spec.session
+        && let Some(recorded) = recorded_here(run, session, &line)?
+        && recorded.prompted
+        && finished(&recorded)
+    {
+        return finish(run, tag, session, recorded);
     }
     let Some(_slot) = take_slot(run).await? else { return Ok(TurnResult::Stopped) };
     if cancel.is_cancelled() {
@@ -92,7 +94,7 @@ pub async fn run_turn(
     let failed = |message: String| Ok(TurnResult::Failed { session: session.clone(), message });
     match end {
         JobEnd::Cancelled => {
-            if let Ok(recorded) = recorded_turn(&run.home, &session, &line) {
+            if let Some(recorded) = recorded_here(run, &session, &line)? {
                 record_finished(run, tag, &session, &recorded, "cancelled")?;
             }
             Ok(TurnResult::Cancelled)
@@ -110,7 +112,7 @@ pub async fn run_turn(
                 return failed("the Ray job named no session".to_string());
             };
             let session = SessionId::from_string(&id);
-            let recorded = recorded_turn(&run.home, &session, &line)?;
+            let recorded = recorded_here(run, &session, &line)?.unwrap_or_default();
             if recorded.prompted && finished(&recorded) {
                 return finish(run, tag, &session, recorded);
             }
@@ -120,6 +122,20 @@ pub async fn run_turn(
                 message: "the turn did not finish on its node (its record has no end)".to_string(),
             })
         }
+    }
+}
+
+/// The turn as this home's copy of the session's record has it; `None` when no copy
+/// came back yet (the job runs, or its node was lost before it pushed).
+fn recorded_here(
+    run: &Run,
+    session: &SessionId,
+    line: &str,
+) -> Result<Option<RecordedTurn>, SwarmError> {
+    match recorded_turn(&run.home, session, line) {
+        Ok(recorded) => Ok(Some(recorded)),
+        Err(SwarmError::Store(StoreError::SessionNotFound { .. })) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
