@@ -165,6 +165,13 @@ fn prepare(
              not run, since no one is here to approve running them unsandboxed"
         );
     }
+    // Nothing configured: what the environment offers decides (one) or is listed.
+    let model = match model {
+        None if resume.is_none() => {
+            Some(crate::first_run::choose_for_exec(&home, &config).map_err(AgentError::Usage)?)
+        }
+        model => model,
+    };
     let launch = Launch {
         home,
         max_turns: common.max_turns.or(config.max_turns),
@@ -199,6 +206,9 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
     let cancel = CancellationToken::new();
     let output =
         ExecOutput { stdout: Box::new(std::io::stdout()), stderr: Box::new(std::io::stderr()) };
+    let clean_up = crate::storage_upkeep::clean_up_in_background(launch.home.clone(), |line| {
+        eprintln!("kestrel: {line}");
+    });
     let result = runtime.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -215,6 +225,10 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
         });
         run_exec(launch, options, output, cancel).await
     });
+    // Waited for only here, after the answer: a short walk, at most once an hour.
+    if let Some(clean_up) = clean_up {
+        let _ = clean_up.join();
+    }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => fail(&error),

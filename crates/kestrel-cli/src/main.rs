@@ -6,11 +6,14 @@
 mod acp_command;
 mod apply_patch_command;
 mod daemon_command;
+mod doctor_command;
 mod exec_command;
+mod first_run;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod math;
 mod models_command;
 mod session_commands;
+mod storage_upkeep;
 mod swarm_command;
 mod tui_command;
 mod undo_command;
@@ -52,6 +55,9 @@ enum Command {
     Daemon(daemon_command::DaemonArgs),
     /// Open the interactive UI on an earlier session (an id, or --last in this directory).
     Resume(tui_command::ResumeArgs),
+    /// Check the set-up: config, model, keys (set or not, never shown), providers,
+    /// sandbox, daemon and disk used.
+    Doctor,
     /// Build with many agents: a task graph through implementer, reviewer and verifier.
     Swarm(swarm_command::SwarmArgs),
 }
@@ -78,6 +84,7 @@ fn main() -> ExitCode {
         Some(Command::Models(args)) => models_command::run(args),
         Some(Command::Daemon(args)) => daemon_command::run(args),
         Some(Command::Resume(args)) => tui_command::run(Some(args), cli.tui),
+        Some(Command::Doctor) => doctor_command::run(),
         Some(Command::Swarm(args)) => swarm_command::run(args),
         None => tui_command::run(None, cli.tui),
     }

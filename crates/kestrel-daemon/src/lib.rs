@@ -8,6 +8,7 @@ pub mod client;
 mod client_link;
 mod error;
 mod idle;
+mod lineage;
 mod log;
 mod messages;
 mod orphans;

@@ -10,9 +10,8 @@ use crate::router::Router;
 use crate::session::{LiveSession, PendingPermission};
 use crate::worker::WorkerLink;
 use kestrel_protocol::jsonrpc::{RequestId, RpcError};
-use kestrel_store::SessionIndex;
 use serde_json::{Value, json};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// How far up a chain of parents a subagent's request goes (a guard against a cycle in a
@@ -133,21 +132,16 @@ pub(crate) fn offer_descendants(
     }
 }
 
-/// The ids of `session_id`'s parent, its parent's parent, ... from the session index.
+/// The ids of `session_id`'s parent, its parent's parent, ... (the router's lineage).
 fn ancestors(router: &Router, session_id: &str) -> Vec<String> {
-    let Ok(summaries) = SessionIndex::list(&router.settings.home) else { return Vec::new() };
-    let parents: HashMap<String, String> = summaries
-        .into_iter()
-        .filter_map(|summary| Some((summary.id.to_string(), summary.parent_id?.to_string())))
-        .collect();
     let mut found = Vec::new();
     let mut current = session_id.to_owned();
-    while let Some(parent) = parents.get(&current) {
-        if found.len() >= MAX_ANCESTORS || found.contains(parent) {
+    while let Some(parent) = router.parent_of(&current) {
+        if found.len() >= MAX_ANCESTORS || found.contains(&parent) {
             break;
         }
         found.push(parent.clone());
-        current = parent.clone();
+        current = parent;
     }
     found
 }

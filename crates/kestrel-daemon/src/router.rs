@@ -6,6 +6,7 @@
 use crate::capacity::{Capacity, Slot};
 use crate::client_link::{ClientId, ClientLink};
 use crate::idle::IdleReaper;
+use crate::lineage::Lineage;
 use crate::log::DaemonLog;
 use crate::messages;
 use crate::permission;
@@ -43,6 +44,8 @@ pub(crate) struct Router {
     pub(crate) capacity: Arc<Capacity>,
     /// Wakes the task that stops idle workers.
     pub(crate) idle: IdleReaper,
+    /// Which session started which.
+    pub(crate) lineage: Lineage,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,6 +71,7 @@ impl Router {
             became_idle: Notify::new(),
             capacity,
             idle: IdleReaper::default(),
+            lineage: Lineage::default(),
         })
     }
 
@@ -229,16 +233,19 @@ impl Router {
     /// with nobody following them, so their turns are cancelled (each child's worker
     /// then cancels its own children).
     pub(crate) fn cancel_children(&self, parent_id: &str) {
-        let Ok(summaries) = SessionIndex::list(&self.settings.home) else { return };
-        let children = summaries
-            .iter()
-            .filter(|summary| summary.parent_id.as_ref().is_some_and(|p| p.as_str() == parent_id))
-            .filter_map(|summary| {
-                Some((summary.id.to_string(), self.session(summary.id.as_str())?))
-            });
-        for (child_id, child) in children {
-            self.cancel_orphan(child_id, child);
+        // Only live children have turns to cancel.
+        let live: Vec<(String, Arc<LiveSession>)> =
+            lock(&self.sessions).iter().map(|(id, s)| (id.clone(), s.clone())).collect();
+        for (child_id, child) in live {
+            if self.parent_of(&child_id).as_deref() == Some(parent_id) {
+                self.cancel_orphan(child_id, child);
+            }
         }
+    }
+
+    /// The session that started `id` (a subagent's parent), if any.
+    pub(crate) fn parent_of(&self, id: &str) -> Option<String> {
+        self.lineage.parent_of(&self.settings.home, &self.log, id)
     }
 
     /// Cancels the turn of `child_id`, whose parent's worker stopped: its waiting
@@ -452,6 +459,8 @@ impl Router {
         let bootstrap = Bootstrap::Spawn { params, reply };
         supervisor::launch(self.clone(), session.clone(), bootstrap, slot);
         let child_id = answer.await.unwrap_or_else(|_| Err(RpcError::closed()))?;
+        let parent = spawn.get("parentSessionId").and_then(Value::as_str);
+        self.lineage.note(&child_id, parent);
         // All or nothing: a child that cannot be set up and prompted is closed, not left
         // live without a turn (its worker exits and it leaves the router).
         if let Err(error) = self.start_child_turn(&session, &child_id, &spawn).await {

@@ -218,6 +218,8 @@ fn name_session(router: &Router, session: &Arc<LiveSession>, id: &str, response:
             params.insert("sessionId".into(), Value::String(id.to_owned()));
         }
     }
+    // New here: no parent (a spawned child's is noted by `spawn_child` next).
+    router.lineage.note(id, None);
     router.register(id, session.clone());
     session.set_phase(Phase::Live);
 }

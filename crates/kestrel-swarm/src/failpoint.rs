@@ -1,7 +1,8 @@
 //! Crash points for tests of resume: with `KESTREL_SWARM_FAILPOINT=<name>` the
 //! orchestrator aborts at that point, as a kill -9 would leave it. `commit`: after the
 //! implementer's work is committed, before its event; `merge`: after the merge commit,
-//! before its check and event. Nothing happens without the variable.
+//! before its check and event; `climb-measured`: after a climb's experiment was measured
+//! and decided, before a kept one is merged. Nothing happens without the variable.
 
 pub fn hit(name: &str) {
     if std::env::var("KESTREL_SWARM_FAILPOINT").is_ok_and(|point| point == name) {

@@ -194,4 +194,16 @@ api_key_env = "OPENROUTER_API_KEY"
 [providers.ollama]
 base_url = "http://127.0.0.1:11434/v1"
 wire_api = "chat"
+
+[providers.lmstudio]
+base_url = "http://127.0.0.1:1234/v1"
+wire_api = "chat"
+
+[providers.llamacpp]
+base_url = "http://127.0.0.1:8080/v1"
+wire_api = "chat"
+
+[providers.vllm]
+base_url = "http://127.0.0.1:8000/v1"
+wire_api = "chat"
 "#;

@@ -109,7 +109,6 @@ impl<'a> Experiment<'a> {
             p_value: measured.p_value,
             diff: measured.diff,
         })?;
-        crate::failpoint::hit("climb-decided");
         self.climb.write_report();
         Ok(true)
     }
@@ -317,6 +316,7 @@ impl<'a> Experiment<'a> {
         record.values = b;
         record.p_value = comparison.p_value;
         self.decide(attempt, decision, comparison.reason, record)?;
+        crate::failpoint::hit("climb-measured");
         if decision == Decision::Kept {
             self.keep(attempt).await?;
         }
