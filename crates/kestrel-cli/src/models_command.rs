@@ -7,9 +7,9 @@
 use clap::Args;
 use kestrel_model::{
     CatalogSettings, CatalogStore, FOREGROUND_FETCH_TIMEOUT, ListedModel, LoadedCatalog,
-    ModelProfile, ProviderConfig, WireApi, list_provider_models,
+    ModelProfile, ProviderConfig, list_provider_models,
 };
-use kestrel_store::{Config, KestrelHome, ProviderSettings, WireApiSetting};
+use kestrel_store::{Config, KestrelHome};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -73,7 +73,11 @@ pub fn run(args: ModelsArgs) -> ExitCode {
     let store = CatalogStore::new(&home, settings.clone());
     let providers: Vec<ProviderConfig> = names
         .iter()
-        .filter_map(|name| config.provider(name).map(|settings| provider_config(name, &settings)))
+        .filter_map(|name| {
+            config
+                .provider(name)
+                .map(|settings| kestrel_model::detect::provider_config(name, &settings))
+        })
         .collect();
     // `off` means no network for the catalog, the providers' lists included, unless asked.
     let ask_providers = settings.url.is_some() || args.ask_providers;
@@ -135,26 +139,6 @@ fn load() -> Result<(KestrelHome, Config), String> {
 }
 
 /// The provider as the model crate sees it; the key when its variable is set.
-fn provider_config(name: &str, settings: &ProviderSettings) -> ProviderConfig {
-    let api_key = settings
-        .api_key_env
-        .as_ref()
-        .and_then(|variable| std::env::var(variable).ok())
-        .filter(|key| !key.trim().is_empty());
-    ProviderConfig {
-        name: name.to_owned(),
-        base_url: settings.base_url.clone(),
-        wire_api: match settings.wire_api {
-            WireApiSetting::Chat => WireApi::Chat,
-            WireApiSetting::Responses => WireApi::Responses,
-            WireApiSetting::Anthropic => WireApi::Anthropic,
-        },
-        api_key,
-        api_key_env: settings.api_key_env.clone(),
-        headers: settings.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-    }
-}
-
 /// The provider's own list; `None` when it needs a key that is not set (not an error:
 /// most people configure only some providers).
 async fn provider_list(

@@ -32,6 +32,9 @@ pub fn run() -> ExitCode {
             eprintln!("kestrel worker: cannot write {}: {error}", groups.display());
         }
     }
+    crate::storage_upkeep::clean_up_in_background(options.home.clone(), |line| {
+        eprintln!("kestrel worker: {line}");
+    });
     runtime.block_on(run_worker(options, tokio::io::stdin(), tokio::io::stdout()));
     kestrel_platform::stop_mirroring_groups();
     // A tool still stuck in a blocking thread must not keep the process alive.

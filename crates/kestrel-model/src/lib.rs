@@ -8,6 +8,7 @@ mod body;
 mod catalog;
 mod chat;
 mod client;
+pub mod detect;
 mod provider_error;
 mod refused_image;
 mod responses;

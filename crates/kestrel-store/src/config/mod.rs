@@ -295,7 +295,10 @@ mod tests {
         );
         assert_eq!(config.catalog_url, DEFAULT_CATALOG_URL);
         assert_eq!(config.agent.idle_worker_minutes, 30);
-        assert_eq!(config.provider_names(), ["anthropic", "ollama", "openai", "openrouter"]);
+        assert_eq!(
+            config.provider_names(),
+            ["anthropic", "llamacpp", "lmstudio", "ollama", "openai", "openrouter", "vllm"]
+        );
         assert!(!config.sandbox.network);
     }
 
