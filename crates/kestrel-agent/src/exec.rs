@@ -1,6 +1,8 @@
 //! The exec host: runs one prompt headless (`kestrel exec`). With `--json`, stdout is the
 //! event stream of ARCHITECTURE §3 and nothing else; without it, stdout gets only the
-//! final answer and progress goes to stderr when someone is watching.
+//! final answer. Progress goes to stderr either way, unless `--quiet`.
+
+mod progress;
 
 use crate::AgentError;
 use crate::approval::Unattended;
@@ -37,7 +39,7 @@ pub struct ExecOptions {
     pub json: bool,
     pub output_last_message: Option<PathBuf>,
     pub resume: Option<ResumeTarget>,
-    /// Show progress on stderr (when stderr is a terminal).
+    /// Show progress on stderr (tool calls and their outcomes); `--quiet` turns it off.
     pub progress: bool,
     /// `--cd` was given: a resumed session runs there, not in its recorded cwd.
     pub cwd_given: bool,
@@ -112,14 +114,21 @@ pub async fn run_exec(
     Ok(code)
 }
 
+/// The id of the plan's item.
+const PLAN_ITEM: &str = "plan";
+
 /// Turns agent events into exec output.
 struct Printer {
     output: Mutex<ExecOutput>,
     json: bool,
-    progress: bool,
+    /// `None` with `--quiet`.
+    progress: Option<progress::Progress>,
     started: Mutex<HashSet<String>>,
     /// The child session of each `task` call that started one.
     children: Mutex<HashMap<String, SessionId>>,
+    /// The plan as last shown: its item is started by the first, updated by the next
+    /// and completed when the turn ends.
+    plan: Mutex<Option<Vec<ExecPlanStep>>>,
 }
 
 impl Printer {
@@ -127,9 +136,10 @@ impl Printer {
         Self {
             output: Mutex::new(output),
             json,
-            progress,
+            progress: progress.then(progress::Progress::default),
             started: Mutex::new(HashSet::new()),
             children: Mutex::new(HashMap::new()),
+            plan: Mutex::new(None),
         }
     }
 
@@ -169,7 +179,7 @@ impl Printer {
         } else if stop == StopReason::Cancelled {
             self.note("kestrel: cancelled");
         }
-        if self.progress {
+        if self.progress.is_some() {
             self.note(&format!("session {id}"));
         }
         if !self.json
@@ -265,7 +275,7 @@ impl Printer {
                 events
             }
             AgentEvent::Plan(plan) => {
-                let steps = plan
+                let steps: Vec<ExecPlanStep> = plan
                     .into_iter()
                     .map(|step| ExecPlanStep {
                         step: step.step,
@@ -277,34 +287,48 @@ impl Printer {
                         .to_string(),
                     })
                     .collect();
-                vec![ExecEvent::ItemUpdated {
-                    item: item("plan".into(), ExecItemKind::Plan { steps }),
-                }]
+                let shown = self.plan.lock().ok().and_then(|mut plan| plan.replace(steps.clone()));
+                let item = item(PLAN_ITEM.into(), ExecItemKind::Plan { steps });
+                match shown {
+                    None => vec![ExecEvent::ItemStarted { item }],
+                    Some(_) => vec![ExecEvent::ItemUpdated { item }],
+                }
             }
             AgentEvent::Usage(usage) => {
                 vec![ExecEvent::Usage { usage: usage.into(), session_id: None }]
             }
-            AgentEvent::Retrying { message } => {
-                self.note(&message);
-                Vec::new()
-            }
+            // Shown on stderr by `emit`.
+            AgentEvent::Retrying { .. } => Vec::new(),
             // Also shown on stderr by `emit`, in every output mode.
             AgentEvent::Notice(notice) => {
                 vec![ExecEvent::Notice { kind: notice.kind, message: notice.message }]
             }
             AgentEvent::TurnCompleted { stop_reason, usage, .. } => {
-                vec![ExecEvent::TurnCompleted { stop_reason, usage: usage.into() }]
+                let mut events = self.plan_completed();
+                events.push(ExecEvent::TurnCompleted { stop_reason, usage: usage.into() });
+                events
             }
             AgentEvent::TurnFailed { error, usage } => {
-                vec![ExecEvent::TurnFailed {
+                let mut events = self.plan_completed();
+                events.push(ExecEvent::TurnFailed {
                     error: ExecError { message: error },
                     usage: usage.into(),
-                }]
+                });
+                events
             }
         };
         for event in &events {
             self.event(event);
         }
+    }
+
+    /// The plan's `item.completed`, with its last state, if the turn showed one.
+    fn plan_completed(&self) -> Vec<ExecEvent> {
+        let Some(steps) = self.plan.lock().ok().and_then(|mut plan| plan.take()) else {
+            return Vec::new();
+        };
+        let item = ExecItem { id: PLAN_ITEM.into(), kind: ExecItemKind::Plan { steps } };
+        vec![ExecEvent::ItemCompleted { item }]
     }
 
     fn streamed(
@@ -322,37 +346,6 @@ impl Printer {
         events.push(ExecEvent::ItemUpdated { item: ExecItem { id: item_id, kind: kind(delta) } });
         events
     }
-
-    fn progress_event(&self, event: AgentEvent) {
-        match event {
-            AgentEvent::ToolCallStarted { name, arguments, .. } => {
-                let shown: String = arguments.chars().take(120).collect();
-                self.note(&format!("▸ {name} {shown}"));
-            }
-            AgentEvent::ToolCallCompleted { name, is_error: true, output, .. } => {
-                let first = output.lines().next().unwrap_or_default().to_string();
-                self.note(&format!("  ✗ {name}: {first}"));
-            }
-            AgentEvent::Retrying { message } => self.note(&message),
-            AgentEvent::SubagentStarted { session_id, .. } => {
-                self.note(&format!("  ↳ subagent {session_id}"));
-            }
-            AgentEvent::TurnStarted
-            | AgentEvent::SubagentFinished { .. }
-            | AgentEvent::Compacted { .. }
-            | AgentEvent::Notice(_)
-            | AgentEvent::ToolCallRunning { .. }
-            | AgentEvent::TextDelta { .. }
-            | AgentEvent::TextCompleted { .. }
-            | AgentEvent::ReasoningDelta { .. }
-            | AgentEvent::ReasoningCompleted { .. }
-            | AgentEvent::ToolCallCompleted { .. }
-            | AgentEvent::Plan(_)
-            | AgentEvent::Usage(_)
-            | AgentEvent::TurnCompleted { .. }
-            | AgentEvent::TurnFailed { .. } => {}
-        }
-    }
 }
 
 impl EventSink for Printer {
@@ -360,12 +353,15 @@ impl EventSink for Printer {
         if let AgentEvent::Notice(notice) = &event {
             self.note(&format!("kestrel: {}", notice.message));
         }
+        // Retries are always said (ARCHITECTURE §7), quiet or not.
+        if let AgentEvent::Retrying { message } = &event {
+            self.note(message);
+        }
+        if let Some(line) = self.progress.as_ref().and_then(|progress| progress.line(&event)) {
+            self.note(&line);
+        }
         if self.json {
             self.json_event(event);
-        } else if self.progress {
-            self.progress_event(event);
-        } else if let AgentEvent::Retrying { message } = event {
-            self.note(&message);
         }
         Box::pin(std::future::ready(()))
     }

@@ -44,6 +44,10 @@ struct CommonArgs {
     /// Print JSONL events on stdout instead of the final answer.
     #[arg(long)]
     json: bool,
+    /// No progress on stderr (tool calls and their outcomes); errors, notices and
+    /// retries are still said.
+    #[arg(long, short = 'q')]
+    quiet: bool,
     /// The model as PROVIDER/MODEL (overrides KESTREL_MODEL and config).
     #[arg(long, short = 'm')]
     model: Option<String>,
@@ -187,7 +191,7 @@ fn prepare(
         json: common.json,
         output_last_message: common.output_last_message.clone(),
         resume,
-        progress: !common.json && std::io::stderr().is_terminal(),
+        progress: !common.quiet,
         cwd_given: common.cd.is_some(),
         swarm,
     };
