@@ -110,6 +110,14 @@ fn prepare(
     resume: Option<ResumeTarget>,
 ) -> Result<(Launch, ExecOptions), AgentError> {
     let home = KestrelHome::from_env()?;
+    // A bad mode is named with where it came from.
+    let (source, named) = match (&common.mode, env("KESTREL_MODE")) {
+        (Some(mode), _) => ("--mode", Some(mode.clone())),
+        (None, variable) => ("KESTREL_MODE", variable),
+    };
+    if let Some(Err(error)) = named.map(|mode| mode.parse::<Mode>()) {
+        return Err(AgentError::Usage(format!("{source}: {error}")));
+    }
     let cwd = match &common.cd {
         Some(dir) => std::fs::canonicalize(dir)
             .map_err(|error| AgentError::Usage(format!("--cd {}: {error}", dir.display())))?,

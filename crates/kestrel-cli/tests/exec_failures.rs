@@ -184,7 +184,13 @@ fn an_unknown_mode_or_missing_model_is_a_usage_error() {
     let env = TestEnv::new(Wire::Chat, Script::default());
     let output = env.kestrel(&["exec", "--mode", "reckless", "hi"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("reckless"));
+    assert!(stderr(&output).contains("--mode: unknown mode `reckless`"), "{}", stderr(&output));
+    // The variable is named when the bad mode came from it.
+    let output = env.command(&["exec", "hi"]).env("KESTREL_MODE", "bogus").output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.contains("KESTREL_MODE: unknown mode `bogus`"), "{err}");
+    assert!(env.requests().is_empty() && env.records().is_empty(), "nothing ran: {err}");
     env.write_config("");
     let output = env.kestrel(&["exec", "hi"]);
     assert_eq!(output.status.code(), Some(2));
