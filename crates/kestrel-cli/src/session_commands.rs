@@ -42,7 +42,7 @@ struct RmArgs {
 pub struct ForkArgs {
     /// The session to copy (id or unique prefix).
     id: String,
-    /// Copy only the first N items (default: all).
+    /// Copy only the first N turns: N prompts with everything they led to (default: all).
     #[arg(long)]
     at: Option<u64>,
 }

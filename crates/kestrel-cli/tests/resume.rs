@@ -86,29 +86,45 @@ fn resume_of_an_unknown_session_is_a_clear_error() {
 }
 
 #[test]
-fn fork_copies_the_record_up_to_an_item() {
+fn fork_at_n_copies_the_first_n_turns() {
     let env = TestEnv::new(Wire::Chat, two_turn_script());
     let first = env.kestrel(&["exec", "--json", "fork me"]);
     assert!(first.status.success(), "{}", stderr(&first));
     let started: serde_json::Value =
         serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
     let id = started["session_id"].as_str().unwrap().to_string();
+    let second = env.kestrel(&["exec", "resume", &id, "and again"]);
+    assert!(second.status.success(), "{}", stderr(&second));
 
-    let beyond = env.kestrel(&["fork", &id, "--at", "999"]);
+    // Turns are counted, not record items: the session has two.
+    let beyond = env.kestrel(&["fork", &id, "--at", "3"]);
     assert_eq!(beyond.status.code(), Some(2), "{}", stderr(&beyond));
-    let fork = env.kestrel(&["fork", &id, "--at", "2"]);
-    assert!(fork.status.success(), "{}", stderr(&fork));
-    let fork_id = stdout(&fork).trim().to_string();
-    assert_ne!(fork_id, id);
-    let records = env.records();
-    assert_eq!(records.len(), 2);
-    let forked = records
+    assert!(stderr(&beyond).contains("it has 2 turns"), "{}", stderr(&beyond));
+    let forked_items = |at: &str| {
+        let fork = env.kestrel(&["fork", &id, "--at", at]);
+        assert!(fork.status.success(), "{}", stderr(&fork));
+        let fork_id = stdout(&fork).trim().to_string();
+        assert_ne!(fork_id, id);
+        let lines = env
+            .records()
+            .iter()
+            .map(|path| common::read_lines(path))
+            .find(|lines| lines[0]["id"] == fork_id.as_str())
+            .unwrap();
+        assert_eq!(lines[0]["forked_from"]["session_id"], id.as_str());
+        lines[1..].to_vec()
+    };
+    let one = forked_items("1");
+    let prompts: Vec<&str> = one
         .iter()
-        .map(|path| common::read_lines(path))
-        .find(|lines| lines[0]["id"] == fork_id.as_str())
-        .unwrap();
-    assert_eq!(forked.len(), 3, "header plus two items");
-    assert_eq!(forked[0]["forked_from"]["session_id"], id.as_str());
+        .filter(|item| item["type"] == "user_message")
+        .map(|item| item["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts, ["fork me"]);
+    assert_eq!(one.last().unwrap()["type"], "turn_completed", "the whole first turn");
+    assert!(forked_items("0").is_empty());
+    let both = forked_items("2");
+    assert_eq!(both.iter().filter(|item| item["type"] == "turn_started").count(), 2);
 }
 
 #[test]
