@@ -51,16 +51,18 @@ pub fn run(args: UndoArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     let options = UndoOptions { turns: args.turns, force: args.force, dry_run: args.dry_run };
+    // Every refusal names the session looked at: the default is only "the newest here".
+    let in_session = |error: &dyn std::fmt::Display| fail(&format!("session {id}: {error}"));
     let response = match SessionRecord::open(&home, &id) {
         Ok((mut record, _replay)) => match undo(&home, &mut record, &options) {
             Ok(report) => report.into_response(),
-            Err(error) => return fail(&error),
+            Err(error) => return in_session(&error),
         },
         Err(StoreError::Locked { .. }) => match through_daemon(&home, id.as_str(), &options) {
             Ok(response) => response,
             Err(code) => return code,
         },
-        Err(error) => return fail(&error),
+        Err(error) => return in_session(&error),
     };
     let saved = kestrel_tools::checkpoint::checkpoints_dir(&home).join(id.as_str()).join("blobs");
     print!("{}", describe(&response, id.as_str(), &cwd, &saved));
@@ -104,15 +106,15 @@ fn through_daemon(
         match answer {
             Ok(value) => serde_json::from_value(value)
                 .map_err(|error| fail(&format!("the daemon's answer is not an undo: {error}"))),
-            Err(error) => Err(refused(&error)),
+            Err(error) => Err(refused(id, &error)),
         }
     })
 }
 
 /// The exit for an undo the worker refused (files changed since, nothing to undo, a
 /// turn running: 1; bad params: 2).
-fn refused(error: &RpcError) -> ExitCode {
-    eprintln!("kestrel: {}", error.message);
+fn refused(id: &str, error: &RpcError) -> ExitCode {
+    eprintln!("kestrel: session {id}: {}", error.message);
     ExitCode::from(if error.code == RpcError::INVALID_PARAMS { 2 } else { 1 })
 }
 

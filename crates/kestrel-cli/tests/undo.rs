@@ -182,6 +182,9 @@ fn bad_undo_requests_are_clear_errors() {
     let output = env.kestrel(&["undo"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("nothing to undo"), "{}", stderr(&output));
+    // It names the session it looked at (the newest one started here).
+    let id = common::read_lines(&env.records()[0])[0]["id"].as_str().unwrap().to_string();
+    assert!(stderr(&output).contains(&format!("session {id}: ")), "{}", stderr(&output));
     let output = env.kestrel(&["undo", "--turns", "0"]);
     assert_eq!(output.status.code(), Some(2));
     let output = env.kestrel(&["undo", "no-such-session"]);
