@@ -13,6 +13,7 @@ mod first_run;
 mod math;
 mod models_command;
 mod session_commands;
+mod show_command;
 mod storage_upkeep;
 mod swarm_command;
 mod tui_command;
@@ -38,6 +39,8 @@ enum Command {
     Exec(Box<exec_command::ExecArgs>),
     /// List sessions, the one used last first.
     Sessions(session_commands::SessionsArgs),
+    /// Print a session's transcript (prompts, answers, tool calls, notices); --json: its record.
+    Show(show_command::ShowArgs),
     /// Copy a session (up to item N) into a new session and print its id.
     Fork(session_commands::ForkArgs),
     /// Put back the files the last turn(s) of a session changed.
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Exec(args)) => exec_command::run(*args),
         Some(Command::Sessions(args)) => session_commands::sessions(args),
+        Some(Command::Show(args)) => show_command::run(args),
         Some(Command::Fork(args)) => session_commands::fork(args),
         Some(Command::Undo(args)) => undo_command::run(args),
         Some(Command::ApplyPatch) => apply_patch_command::run(),
