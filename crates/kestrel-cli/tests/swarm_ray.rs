@@ -334,6 +334,37 @@ fn a_lost_node_is_retried_once_from_the_pushed_state_and_a_second_loss_fails_the
 }
 
 #[test]
+fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 2000);
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let background = test.spawn_swarm(&["run", "--graph", &graph]);
+    test.wait_for_event("the implementer's turn started", |event| event["type"] == "turn_started");
+    // SAFETY: kill(2) only sends a signal, to the orchestrator this test started.
+    unsafe {
+        libc::kill(background.pid() as libc::pid_t, libc::SIGKILL);
+    }
+    let _ = background.wait();
+    let run = test.run_id();
+    let id = format!("kestrel-{run}-first-1-implementer-0");
+    assert_eq!(jobs.job(&id).unwrap().status, kestrel_testkit::JobStatus::Running);
+
+    let output = test.swarm_within(&["cancel", &run]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped 1 Ray job(s)"), "{err}");
+    let job = jobs.job(&id).unwrap();
+    assert!(job.stop_requested, "{job:?}");
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "task_cancelled").len(), 1, "{events:#?}");
+}
+
+#[test]
 fn an_unreachable_cluster_is_a_usage_error_naming_the_address_and_nothing_starts() {
     let test = SwarmTest::new(&[("README", "toy\n")], Vec::new(), "");
     let remote = tempfile::tempdir().unwrap();

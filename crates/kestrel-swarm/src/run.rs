@@ -271,6 +271,14 @@ pub async fn cancel(launch: Launch, run: &str, task: Option<&str>) -> Result<i32
     let log = EventLog::new(dir, &run_id, graph, entries, launch.console.clone());
     let view = log.view();
     let daemon = Daemon::new(launch.home.clone(), launch.program.clone());
+    // On a cluster the role turns are jobs: stopped here, no orchestrator being alive.
+    if let Some(repo) = &view.repo
+        && let Ok(config) = load_config(&launch.home, Path::new(repo))
+        && let Executor::Ray(settings) = &config.swarm.executor
+    {
+        let stopped = crate::ray::stop_jobs(settings, &run_id, task).await?;
+        launch.console.note(&format!("stopped {stopped} Ray job(s) of run {run_id}"));
+    }
     let mut log = log;
     for view_task in &view.tasks {
         let selected = task.is_none_or(|task| task == view_task.id);

@@ -23,12 +23,16 @@ impl JobStatus {
     }
 }
 
-/// What `GET /api/jobs/<id>` says, the parts used.
+/// What `GET /api/jobs/<id>` (and each entry of `GET /api/jobs/`) says, the parts used.
 #[derive(Debug, Clone, Deserialize)]
 pub struct JobInfo {
     pub status: JobStatus,
     #[serde(default)]
     pub message: Option<String>,
+    #[serde(default)]
+    pub submission_id: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 /// `POST /api/jobs/`'s body (Ray's `JobSubmitRequest`).
@@ -106,6 +110,11 @@ impl Jobs {
     /// was deleted).
     pub async fn info(&self, id: &str) -> Result<Option<JobInfo>, SwarmError> {
         self.get(&format!("/api/jobs/{id}")).await
+    }
+
+    /// Every job the cluster knows.
+    pub async fn list(&self) -> Result<Vec<JobInfo>, SwarmError> {
+        Ok(self.get("/api/jobs/").await?.unwrap_or_default())
     }
 
     /// Everything the job printed so far.

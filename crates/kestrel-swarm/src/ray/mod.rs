@@ -51,3 +51,24 @@ impl RayExecutor {
         &self.settings.remote
     }
 }
+
+/// Stops the unfinished jobs of `run` (of its `task` only, when given), for a cancel
+/// with no orchestrator alive to do it.
+pub async fn stop_jobs(
+    settings: &RaySettings,
+    run: &str,
+    task: Option<&str>,
+) -> Result<usize, SwarmError> {
+    let jobs = Jobs::new(&settings.address)?;
+    let mut stopped = 0;
+    for job in jobs.list().await? {
+        let meta = job.metadata.unwrap_or_default();
+        let ours = meta.get("kestrel_run").is_some_and(|r| r == run)
+            && task.is_none_or(|task| meta.get("kestrel_task").is_some_and(|t| t == task));
+        if let (true, false, Some(id)) = (ours, job.status.is_terminal(), job.submission_id) {
+            jobs.stop(&id).await?;
+            stopped += 1;
+        }
+    }
+    Ok(stopped)
+}
