@@ -97,6 +97,11 @@ pub async fn run_exec(
             cwd: session.settings().cwd.display().to_string(),
         });
     }
+    // No one can wait for a server to come up later: the first request has every tool.
+    tokio::select! {
+        () = session.wait_for_tools() => {}
+        () = cancel.cancelled() => {}
+    }
     let result = session.run_turn(&options.prompt, &printer, &cancel).await?;
     let code = match result.stop_reason {
         StopReason::EndTurn => 0,

@@ -202,6 +202,13 @@ impl Session {
         &self.settings
     }
 
+    /// Waits until the MCP servers have come up or given up (each within its start-up
+    /// limit). A headless run does this before its first request so that request has
+    /// every tool; the interactive hosts never wait.
+    pub async fn wait_for_tools(&self) {
+        self.tools.settle_all().await;
+    }
+
     /// Tokens and cost of every turn this process ran.
     pub fn total_usage(&self) -> Usage {
         self.total_usage

@@ -324,7 +324,8 @@ fn start(
     if let Some(tag) = &swarm {
         add_role_tools(&mut tools, tag);
     }
-    // Started in the background: the first turn never waits for an MCP server.
+    // Started in the background: an interactive first turn never waits for an MCP
+    // server (a headless one does: exec.rs).
     if !launch.config.mcp_servers.is_empty() {
         let servers = McpServers::start(&launch.config.mcp_servers, &launch.cwd);
         tools.add_source(Arc::new(servers));

@@ -2,7 +2,7 @@
 //! model, with the real npm servers pinned in tests/mcp (`npm ci --prefix tests/mcp`).
 //! The model calls their tools and the results reach its next request; an image result
 //! reaches it as an image; a server that cannot start is reported and the turn goes on;
-//! the first request never waits for a slow server, whose tools appear once it is up;
+//! exec's first request waits for the servers to settle, so it has all their tools;
 //! a tool timeout is an error result; server processes end with the session.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -105,13 +105,19 @@ fn tools_of_both_npm_servers_are_called_end_to_end_on_every_wire() {
 
         let requests = model_requests(&env);
         assert_eq!(requests.len(), 4, "{wire:?}");
-        // A call waits for its server, so the requests after it list that server's tools.
-        let tools = offered_tools(&requests[1]);
-        for name in ["read_file", "mcp__everything__echo", "mcp__everything__get-tiny-image"] {
-            assert!(tools.contains(&name.to_string()), "{wire:?}: {name} not in {tools:?}");
+        // exec waits for its servers to settle: the first request has every tool, and
+        // so do the others.
+        for request in &requests {
+            let tools = offered_tools(request);
+            for name in [
+                "read_file",
+                "mcp__everything__echo",
+                "mcp__everything__get-tiny-image",
+                "mcp__fs__read_text_file",
+            ] {
+                assert!(tools.contains(&name.to_string()), "{wire:?}: {name} not in {tools:?}");
+            }
         }
-        let tools = offered_tools(&requests[2]);
-        assert!(tools.contains(&"mcp__fs__read_text_file".to_string()), "{wire:?}: {tools:?}");
         assert!(body_text(&requests[1]).contains("Echo: ping from the model"), "{wire:?}");
         // The filesystem server's `fs` path is relative to the session's directory.
         assert!(body_text(&requests[2]).contains("the secret word is kestrel"), "{wire:?}");
@@ -168,7 +174,7 @@ fn a_server_that_cannot_start_is_reported_and_the_turn_ends_normally() {
 }
 
 #[test]
-fn the_first_request_does_not_wait_for_a_slow_server_whose_tools_appear_once_it_is_up() {
+fn exec_waits_for_a_slow_server_before_its_first_request() {
     let env = TestEnv::new(
         Wire::Anthropic,
         Script::new([
@@ -176,10 +182,12 @@ fn the_first_request_does_not_wait_for_a_slow_server_whose_tools_appear_once_it_
             Step::text("done"),
         ]),
     );
+    let started = env.work_path().join("started");
     let go = env.work_path().join("go");
-    // The server starts only once the test has seen the first model request.
+    // The server comes up only once the test says so.
     let script = format!(
-        "while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' stdio",
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' stdio",
+        started.display(),
         go.display(),
         bin("mcp-server-everything").display()
     );
@@ -190,13 +198,11 @@ fn the_first_request_does_not_wait_for_a_slow_server_whose_tools_appear_once_it_
         .spawn()
         .unwrap();
     let deadline = Instant::now() + LIMIT;
-    while env.requests().is_empty() {
-        assert!(Instant::now() < deadline, "no model request while the server was starting");
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the server was not started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let first = offered_tools(&env.requests()[0]);
-    assert!(first.contains(&"read_file".to_string()), "{first:?}");
-    assert!(!first.iter().any(|name| name.starts_with("mcp__")), "{first:?}");
+    assert!(env.requests().is_empty(), "a request went out before the server was up");
     std::fs::write(&go, "").unwrap();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -208,7 +214,9 @@ fn the_first_request_does_not_wait_for_a_slow_server_whose_tools_appear_once_it_
     assert!(status.success());
     let requests = env.requests();
     assert_eq!(requests.len(), 2);
-    assert!(offered_tools(&requests[1]).contains(&"mcp__slow__echo".to_string()));
+    let first = offered_tools(&requests[0]);
+    assert!(first.contains(&"read_file".to_string()), "{first:?}");
+    assert!(first.contains(&"mcp__slow__echo".to_string()), "{first:?}");
     assert!(body_text(&requests[1]).contains("Echo: worth the wait"));
 }
 

@@ -141,6 +141,13 @@ pub trait ToolSource: Send + Sync {
         let _ = name;
         Box::pin(std::future::ready(()))
     }
+
+    /// Resolves once every tool this source will have is known (each server up or
+    /// given up on, within its start-up limit): for a headless run, whose first request
+    /// should carry them all.
+    fn settle_all(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The tools of a session, by name: fixed ones plus those of its [`ToolSource`]s.
@@ -190,6 +197,13 @@ impl ToolRegistry {
         }
         for source in &self.sources {
             source.settle(name).await;
+        }
+    }
+
+    /// Waits until every source has settled (see [`ToolSource::settle_all`]).
+    pub async fn settle_all(&self) {
+        for source in &self.sources {
+            source.settle_all().await;
         }
     }
 

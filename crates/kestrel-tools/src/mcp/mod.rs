@@ -189,6 +189,10 @@ impl ToolSource for McpServers {
         })
     }
 
+    fn settle_all(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait_until_started())
+    }
+
     fn take_reports(&self) -> Vec<String> {
         match self.reports.lock() {
             Ok(mut reports) => std::mem::take(&mut *reports),
