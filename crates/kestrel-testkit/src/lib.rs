@@ -1,7 +1,9 @@
 //! Test support for Kestrel: a scripted model server that speaks the three wire APIs
 //! exactly as the real providers do, with a request log and fault injection; a pty
 //! screen driver for TUI tests ([`Pty`]) and plain-text screen snapshots
-//! ([`assert_snapshot`]).
+//! ([`assert_snapshot`]); and [`JobsServer`], a scripted Ray Jobs API that really runs its
+//! jobs and can lose the node under one ([`NodeLoss`]), for the swarm's `ray` executor
+//! where a real head cannot show the fault.
 //!
 //! [`ScriptedServer`] listens on 127.0.0.1 and answers `POST {base}/chat/completions`
 //! (OpenAI Chat Completions), `{base}/responses` (OpenAI Responses) and `{base}/messages`
