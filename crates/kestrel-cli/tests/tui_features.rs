@@ -153,6 +153,8 @@ fn esc_esc_edits_an_earlier_message_in_a_fork() {
         screen.contains("› first question") && !screen.contains("First answer.")
     });
     test.wait("● ready");
+    let screen = test.settled();
+    assert!(!screen.contains("interrupted"), "the fork ends before the turn: {screen}");
     test.type_text(", edited");
     test.press(Key::Enter);
     test.wait("Edited answer.");
@@ -160,6 +162,10 @@ fn esc_esc_edits_an_earlier_message_in_a_fork() {
     assert!(last.contains("first question, edited"), "{last}");
     assert!(!last.contains("second question"), "the fork ends before the edited message: {last}");
     assert_eq!(test.env.records().len(), 2, "the original session is kept");
+    for record in test.env.records() {
+        let text = std::fs::read_to_string(record).unwrap();
+        assert!(!text.contains("was interrupted"), "{text}");
+    }
 }
 
 #[test]

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 /// A user message of the record and where it is.
 #[derive(Debug, Clone)]
 pub(crate) struct EditableMessage {
-    /// Its item index in the record (the fork keeps the items before it).
+    /// Where the fork ends: the item index of its turn's `turn_started` (the fork keeps
+    /// the items before it).
     pub(crate) index: u64,
     pub(crate) text: String,
 }
@@ -122,15 +123,23 @@ fn editable_messages(home: &KestrelHome, id: &str) -> Result<Vec<EditableMessage
             "the record has lines this version cannot read; fork it with `kestrel fork`".into()
         );
     }
-    Ok(replay
-        .entries
+    let entries = &replay.entries;
+    Ok(entries
         .iter()
         .enumerate()
         .filter_map(|(index, entry)| match &entry.item {
-            RecordItem::UserMessage { text } => Some(EditableMessage {
-                index: u64::try_from(index).unwrap_or(u64::MAX),
-                text: text.clone(),
-            }),
+            RecordItem::UserMessage { text } => {
+                // The fork ends before the turn the message starts: a kept `turn_started`
+                // would open the fork with "the previous turn was interrupted".
+                let start = match index.checked_sub(1).map(|before| &entries[before].item) {
+                    Some(RecordItem::TurnStarted {}) => index - 1,
+                    _ => index,
+                };
+                Some(EditableMessage {
+                    index: u64::try_from(start).unwrap_or(u64::MAX),
+                    text: text.clone(),
+                })
+            }
             _ => None,
         })
         .collect())
