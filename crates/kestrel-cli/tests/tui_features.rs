@@ -467,3 +467,32 @@ fn a_worker_crash_mid_turn_ends_the_turn_with_a_notice_and_is_not_resent() {
     test.send("again");
     test.wait("Fresh start.");
 }
+
+#[test]
+fn diff_shows_untracked_files_too() {
+    let mut test = TuiTest::new(Script::new([]));
+    let work = test.env.work_path();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    std::fs::write(work.join("a.txt"), "one\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "start"]);
+    std::fs::write(work.join("brand-new.txt"), "fresh line\n").unwrap();
+    std::fs::write(work.join(".gitignore"), "ignored.txt\n").unwrap();
+    std::fs::write(work.join("ignored.txt"), "hidden line\n").unwrap();
+    test.start(&[]);
+    test.wait("● daemon ready");
+    test.send("/diff");
+    test.wait("+fresh line");
+    let screen = test.settled();
+    assert!(screen.contains("brand-new.txt"), "{screen}");
+    assert!(!screen.contains("hidden line"), "ignored files stay out: {screen}");
+}

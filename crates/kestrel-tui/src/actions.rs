@@ -275,7 +275,8 @@ impl App {
             let output = diff_command(&cwd, &disabled).output().await;
             let event = match output {
                 Ok(output) if output.status.success() => {
-                    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+                    text.push_str(&untracked_patch(&cwd).await);
                     if text.trim().is_empty() {
                         AppEvent::LocalOutput {
                             title: "Diff".into(),
@@ -610,6 +611,50 @@ fn diff_command(cwd: &std::path::Path, disabled: &[String]) -> tokio::process::C
     }
     command
 }
+
+/// Untracked files (not ignored) beneath `cwd` as "new file" patches, after `git diff
+/// HEAD`, which leaves them out. Written here from the bytes on disk: no filter or
+/// textconv of the repository runs. At most [`UNTRACKED_FILES`] files, each cut at
+/// [`UNTRACKED_BYTES`].
+async fn untracked_patch(cwd: &std::path::Path) -> String {
+    let output = tokio::process::Command::new("git")
+        .args(["-c", "core.fsmonitor=false", "ls-files", "--others", "--exclude-standard", "-z"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    let Ok(output) = output else { return String::new() };
+    let listed = String::from_utf8_lossy(&output.stdout).into_owned();
+    let names: Vec<&str> = listed.split('\0').filter(|name| !name.is_empty()).collect();
+    let mut patch = String::new();
+    for name in names.iter().take(UNTRACKED_FILES) {
+        let Ok(bytes) = tokio::fs::read(cwd.join(name)).await else { continue };
+        patch.push_str(&format!("diff --git a/{name} b/{name}\nnew file (untracked)\n"));
+        if bytes.contains(&0) {
+            patch.push_str(&format!("Binary files /dev/null and b/{name} differ\n"));
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(UNTRACKED_BYTES)]);
+        let lines: Vec<&str> = text.lines().collect();
+        patch.push_str(&format!("--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,{} @@\n", lines.len()));
+        for line in lines {
+            patch.push('+');
+            patch.push_str(line);
+            patch.push('\n');
+        }
+        if bytes.len() > UNTRACKED_BYTES {
+            patch.push_str(&format!("[{} more bytes not shown]\n", bytes.len() - UNTRACKED_BYTES));
+        }
+    }
+    if names.len() > UNTRACKED_FILES {
+        patch.push_str(&format!("[{} more untracked files]\n", names.len() - UNTRACKED_FILES));
+    }
+    patch
+}
+
+/// The most untracked files /diff shows, and the bytes shown of each.
+const UNTRACKED_FILES: usize = 100;
+const UNTRACKED_BYTES: usize = 64 * 1024;
 
 /// The config keys of every filter command (`filter.<driver>.clean|smudge|process`)
 /// the repository at `cwd` sees; reading config runs nothing. Empty when git fails.
