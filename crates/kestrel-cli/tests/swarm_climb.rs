@@ -1,0 +1,262 @@
+//! `kestrel swarm climb` through the binary, with the scripted model: a toy repository
+//! whose metric (a sum of three files) is deterministic; the planner proposes four
+//! experiments — one improves, one regresses, one breaks the check, one changes nothing
+//! measurable. Only the improvement is merged, climb.md says why for each, a climb killed
+//! after a measurement resumes without measuring again, and bad input exits 2.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod swarm_support;
+
+use kestrel_testkit::Step;
+use serde_json::{Value, json};
+use std::path::Path;
+use swarm_support::{PLANNER, SwarmTest, git, implement, of_type, stderr};
+
+/// The number to lower: the sum of a.txt, b.txt and c.txt (100 at the start). It talks
+/// first: the number is its last line.
+const METRIC: &str = "sh metric.sh";
+const CHECK: &str = "sh check.sh";
+
+fn files() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("metric.sh", "echo measuring\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n"),
+        ("check.sh", "test \"$(cat ok.txt)\" = ok\n"),
+        ("a.txt", "50\n"),
+        ("b.txt", "30\n"),
+        ("c.txt", "20\n"),
+        ("ok.txt", "ok\n"),
+        ("notes.txt", "notes\n"),
+    ]
+}
+
+fn experiment(id: &str, hypothesis: &str) -> Value {
+    json!({"id": id, "hypothesis": hypothesis, "description": format!("Do {id}.")})
+}
+
+/// The planner proposes the four; each implementer writes its one file.
+fn script() -> Vec<Step> {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("faster", "a.txt costs less when it holds 30"),
+                experiment("slower", "b.txt at 50 looks simpler"),
+                experiment("broken", "ok.txt is not needed"),
+                experiment("same", "the notes slow nothing down"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement("slower", &[("b.txt", "50\n")]));
+    steps.extend(implement("broken", &[("ok.txt", "gone\n")]));
+    steps.extend(implement("same", &[("notes.txt", "more notes\n")]));
+    steps
+}
+
+fn climb_args() -> Vec<&'static str> {
+    vec![
+        "climb",
+        "--metric",
+        METRIC,
+        "--direction",
+        "lower",
+        "--check",
+        CHECK,
+        "--experiments",
+        "4",
+        "--runs",
+        "3",
+        "--yes",
+    ]
+}
+
+fn decisions(events: &[Value]) -> Vec<(String, String)> {
+    let mut decided: Vec<(String, String)> = of_type(events, "experiment_decided")
+        .iter()
+        .map(|e| (e["task"].as_str().unwrap().to_string(), e["decision"].as_str().unwrap().into()))
+        .collect();
+    decided.sort();
+    decided
+}
+
+fn expected() -> Vec<(String, String)> {
+    [("broken", "check_failed"), ("faster", "kept"), ("same", "neutral"), ("slower", "worse")]
+        .iter()
+        .map(|(id, decision)| (id.to_string(), decision.to_string()))
+        .collect()
+}
+
+/// Only `faster` is on the integration branch, merged once with its trailer; the
+/// user's branch is untouched.
+fn assert_only_the_improvement_merged(test: &SwarmTest, run: &str) {
+    let branch = format!("kestrel/{run}");
+    let show = |file: &str| git(test.repo.path(), &["show", &format!("{branch}:{file}")]);
+    assert_eq!(show("a.txt"), "30\n");
+    assert_eq!(show("b.txt"), "30\n");
+    assert_eq!(show("ok.txt"), "ok\n");
+    assert_eq!(show("notes.txt"), "notes\n");
+    let trailers = git(
+        test.repo.path(),
+        &[
+            "log",
+            "--merges",
+            "--first-parent",
+            "--format=%(trailers:key=Kestrel-Swarm,valueonly)",
+            &format!("main..{branch}"),
+        ],
+    );
+    let merged: Vec<&str> = trailers.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert_eq!(merged, [format!("{run}/faster/1")], "{trailers}");
+    assert_eq!(git(test.repo.path(), &["show", "main:a.txt"]), "50\n");
+}
+
+fn run_dir(test: &SwarmTest, run: &str) -> std::path::PathBuf {
+    test.home.path().join("swarm").join(run)
+}
+
+#[test]
+fn climb_keeps_only_the_improvement_and_says_why_for_each() {
+    let test = SwarmTest::new(&files(), script(), "");
+    let output = test.swarm_within(&climb_args());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), expected());
+    // The baseline's path: 100 at the start, 80 after `faster`.
+    let baselines: Vec<Value> =
+        of_type(&events, "baseline_measured").iter().map(|e| e["values"].clone()).collect();
+    assert_eq!(baselines, [json!([100.0, 100.0, 100.0]), json!([80.0, 80.0, 80.0])]);
+    let finished = of_type(&events, "run_finished");
+    assert_eq!(finished.last().unwrap()["state"], "done");
+    assert_only_the_improvement_merged(&test, &run);
+
+    // The report says why for each, with both sides' numbers; the plot has two points.
+    let report = std::fs::read_to_string(run_dir(&test, &run).join("climb.md")).unwrap();
+    for (id, decision) in expected() {
+        assert!(report.contains(&format!("- **{id}** — {decision}: ")), "{id}: {report}");
+    }
+    assert!(report.contains("| `slower` |") && report.contains("| 80 ±0 | 100 ±0 |"), "{report}");
+    assert!(report.contains("acceptance command `sh check.sh` exited with 1"), "{report}");
+    assert!(report.contains("1 file(s) +1 −1"), "{report}");
+    let svg = std::fs::read_to_string(run_dir(&test, &run).join("climb.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.matches("<circle").count() == 2, "{svg}");
+    // Every experiment's diff is kept.
+    let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/slower.diff")).unwrap();
+    assert!(diff.contains("+50"), "{diff}");
+
+    // status: the climb as JSON and as a table.
+    let status = test.status_json(&run);
+    let climb = &status["climb"];
+    assert_eq!(climb["direction"], "lower");
+    let by_id = |id: &str| {
+        climb["experiments"].as_array().unwrap().iter().find(|e| e["id"] == id).unwrap().clone()
+    };
+    assert_eq!(by_id("faster")["decision"], "kept");
+    assert_eq!(by_id("faster")["merged"], true);
+    assert_eq!(by_id("faster")["median"], 80.0);
+    assert_eq!(by_id("faster")["baseline_median"], 100.0);
+    assert_eq!(by_id("slower")["median"], 100.0);
+    assert_eq!(by_id("slower")["baseline_median"], 80.0);
+    assert_eq!(by_id("broken")["median"], Value::Null);
+    let table = test.swarm_within(&["status", &run]);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.contains("climb `sh metric.sh` (lower is better): baseline 100 → 80"), "{table}");
+    assert!(table.contains("faster: kept: "), "{table}");
+}
+
+#[test]
+fn a_climb_killed_after_a_measurement_resumes_without_measuring_it_again() {
+    let test = SwarmTest::new(&files(), script(), "");
+    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let before = test.events(&run);
+    // The check-failed one may be decided too: it is never measured.
+    let measured: Vec<&Value> = of_type(&before, "experiment_decided")
+        .into_iter()
+        .filter(|event| event.get("values").is_some())
+        .collect();
+    assert_eq!(measured.len(), 1, "{before:#?}");
+    let first = measured[0]["task"].as_str().unwrap().to_string();
+    let log = run_dir(&test, &run).join(format!("logs/{first}-measure.log"));
+    let log_before = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log_before.matches("$ sh metric.sh").count(), 6, "{log_before}");
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), expected(), "each decided once");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), log_before, "{first} measured again");
+    assert_only_the_improvement_merged(&test, &run);
+    assert_eq!(of_type(&events, "merged").len(), 1);
+}
+
+/// `kestrel swarm ARGS` in `dir` (not the repository).
+fn swarm_in(test: &SwarmTest, dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut command = test.command(&[&["swarm"], args].concat());
+    command.current_dir(dir);
+    test.output_within(command)
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_problem_with_nothing_started() {
+    let test = SwarmTest::new(&files(), Vec::new(), "");
+    let repo = test.repo.path().to_path_buf();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["climb", "--direction", "lower", "--yes"], "--metric"),
+        (vec!["climb", "--metric", METRIC, "--direction", "up", "--yes"], "expected `lower`"),
+        (vec!["climb", "--metric", METRIC, "--yes"], "--direction"),
+        (
+            vec!["climb", "--metric", METRIC, "--direction", "lower", "--runs", "0", "--yes"],
+            "at least 2 runs",
+        ),
+        (
+            vec!["climb", "--metric", METRIC, "--direction", "lower", "--runs", "1", "--yes"],
+            "at least 2 runs",
+        ),
+        (vec!["climb", "--metric", METRIC, "--direction", "lower"], "pass --yes"),
+    ];
+    for (args, says) in cases {
+        let output = swarm_in(&test, &repo, &args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = swarm_in(
+        &test,
+        elsewhere.path(),
+        &["climb", "--metric", METRIC, "--direction", "lower", "--yes"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is not in a git repository"), "{}", stderr(&output));
+    assert!(test.run_ids().is_empty(), "nothing was started");
+    assert_eq!(test.branches(), ["main"]);
+    assert!(test.model_requests().is_empty());
+}
+
+#[test]
+fn a_metric_that_prints_no_number_fails_the_baseline_and_merges_nothing() {
+    let test = SwarmTest::new(&files(), Vec::new(), "");
+    let output =
+        test.swarm_within(&["climb", "--metric", "echo fast", "--direction", "lower", "--yes"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(text.contains("the baseline could not be measured"), "{text}");
+    assert!(text.contains("printed no number: its last line is `fast`"), "{text}");
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "baseline_failed").len(), 1);
+    assert_eq!(of_type(&events, "run_finished")[0]["state"], "failed");
+    assert!(of_type(&events, "merged").is_empty());
+    let merges = git(test.repo.path(), &["rev-list", "--merges", &format!("main..kestrel/{run}")]);
+    assert!(merges.trim().is_empty(), "{merges}");
+    assert!(test.model_requests().is_empty(), "no planner without a baseline");
+    let status = test.status_json(&run);
+    assert!(status["climb"]["baseline_failure"].as_str().unwrap().contains("printed no number"));
+}
