@@ -93,7 +93,10 @@ fn a_streamed_markdown_answer_renders_headings_lists_code_and_tables() {
 #[test]
 fn the_slash_menu_filters_and_runs_commands() {
     let mut test = TuiTest::new(Script::new([]));
-    test.start(&[]);
+    // /status names the sandbox backend: none here, so the screen is the same everywhere.
+    let mut command = test.command(&[]);
+    command.env("KESTREL_SANDBOX", "none");
+    test.start_command(&command, ROWS, COLS);
     test.wait("● daemon ready");
     test.type_text("/");
     test.wait("/sessions");

@@ -225,6 +225,7 @@ impl App {
                     }
                 },
             ),
+            ("sandbox", sandbox_text(self.network)),
             ("daemon", daemon),
             (
                 "worker",
@@ -556,6 +557,16 @@ impl App {
             }
             PickerKind::Rewind => self.rewind_to(&value),
         }
+    }
+}
+
+/// The sandbox backend commands run in here (probed once per process; the worker
+/// probes the same machine) and the network setting.
+fn sandbox_text(network: bool) -> String {
+    let shown = if network { "network on" } else { "network off" };
+    match kestrel_platform::Sandbox::detect(network) {
+        Ok(sandbox) => format!("{}, {shown}", sandbox.describe()),
+        Err(unavailable) => format!("none ({}); {shown}", unavailable.reason),
     }
 }
 

@@ -78,6 +78,8 @@ pub(crate) struct App {
     /// A mode or model chosen before the session existed (or from KESTREL_MODE/MODEL).
     pub(crate) pending_mode: Option<String>,
     pub(crate) pending_model: Option<String>,
+    /// `[sandbox] network` of the config (for /status).
+    pub(crate) network: bool,
     /// --mode/--model, else KESTREL_MODE/KESTREL_MODEL: applied to every new session,
     /// not just the first (a read-only start must stay read-only after /new).
     env_mode: Option<String>,
@@ -156,6 +158,7 @@ impl App {
             config_options: Vec::new(),
             pending_mode: None,
             pending_model: None,
+            network: false,
             env_mode: options.mode.clone(),
             env_model: options.model.clone(),
             custom_commands: Vec::new(),
@@ -433,6 +436,7 @@ impl App {
                 }
             },
             AppEvent::ConfigLoaded(config) => {
+                self.network = config.network;
                 if self.status.model.is_none() {
                     self.status.model = self.pending_model.clone().or(config.model.clone());
                 }

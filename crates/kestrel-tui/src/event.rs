@@ -35,6 +35,8 @@ pub(crate) struct SessionEntry {
 pub(crate) struct ConfigSummary {
     pub(crate) model: Option<String>,
     pub(crate) mode: Option<String>,
+    /// `[sandbox] network`.
+    pub(crate) network: bool,
     pub(crate) exists: bool,
     pub(crate) error: Option<String>,
 }

@@ -49,6 +49,7 @@ pub(crate) fn load_config(home: &KestrelHome, cwd: &std::path::Path) -> ConfigSu
         Ok(config) => ConfigSummary {
             model: config.model,
             mode: config.mode.map(|mode| mode.as_str().to_owned()),
+            network: config.sandbox.network,
             exists,
             error: None,
         },
