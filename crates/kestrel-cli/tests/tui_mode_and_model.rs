@@ -1,9 +1,11 @@
 //! The TUI's mode and model through the real binary on a pty: --mode over KESTREL_MODE over
 //! config, kept by /new and per UI (not the daemon's), bad values refused naming what is
-//! wrong, and a model typed into the picker used by the worker.
+//! wrong, a model typed into the picker used by the worker, the picker listing the
+//! catalog's models, and a /model choice kept by /new.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod catalog_support;
 mod common;
 mod tui_support;
 
@@ -115,4 +117,37 @@ fn a_bad_kestrel_mode_is_refused_naming_the_variable() {
     let output = test.command(&["--mode", "ask"]).env("KESTREL_MODE", "readonly").output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("KESTREL_MODE"), "{stderr}");
+}
+
+#[test]
+fn the_model_picker_lists_the_catalogs_models_and_new_keeps_the_choice() {
+    let script = Script::new([Step::text("First."), Step::text("Second.")]);
+    let mut test = TuiTest::new(script);
+    let catalog = catalog_support::CatalogServer::start(
+        r#"{"scripted": {"id": "scripted", "models": {
+            "test-model": {"id": "test-model"}, "other-model": {"id": "other-model"}}}}"#,
+    );
+    let cached = test
+        .command(&["models", "scripted", "--refresh"])
+        .env("KESTREL_CATALOG_URL", &catalog.url)
+        .output()
+        .unwrap();
+    assert!(cached.status.success(), "{}", String::from_utf8_lossy(&cached.stderr));
+    test.start(&[]);
+    test.send("one");
+    test.wait("First.");
+    test.send("/model");
+    // Listed from the (cached) catalog, not only the current model.
+    test.wait("scripted/other-model");
+    test.type_text("other-model");
+    test.wait("› scripted/other-model");
+    test.press(Key::Enter);
+    test.wait(" scripted/other-model · ");
+    test.send("/new");
+    test.send("two");
+    test.wait("Second.");
+    let requests = test.env.requests();
+    let last = &requests.last().unwrap().body;
+    assert_eq!(last["model"], "other-model", "the new session kept the choice: {last}");
+    assert!(test.settled().contains(" scripted/other-model · "));
 }

@@ -351,7 +351,12 @@ impl App {
     /// Leaves the current session (it keeps running in the daemon) for a new one,
     /// started with the next prompt.
     pub(crate) fn new_session(&mut self) {
+        // The model the session used (a /model choice included) carries over.
+        let model = self.status.model.clone();
         let left = self.leave_session();
+        if self.pending_model.is_none() {
+            self.pending_model = model;
+        }
         self.set_session_cwd(self.cwd.clone());
         self.transcript.clear();
         self.push_welcome();

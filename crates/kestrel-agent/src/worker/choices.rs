@@ -1,7 +1,9 @@
 //! What a client may choose for a session: its mode (ACP session modes, ids are Kestrel's
 //! mode names) and its model (the `model` session config option, values `provider/model`).
 
+use kestrel_model::{CatalogSettings, CatalogStore};
 use kestrel_protocol::{Mode, acp};
+use kestrel_store::{Config, KestrelHome};
 
 /// The config option id of the model selector.
 pub(crate) const MODEL_OPTION: &str = "model";
@@ -48,4 +50,28 @@ pub(crate) fn offer(models: &mut Vec<String>, model: &str) {
     if !models.iter().any(|known| known == model) {
         models.push(model.to_string());
     }
+}
+
+/// What the model selector offers at first: the configured model, the current one, then
+/// every model the catalog (cached, or the bundled snapshot: no network here) lists for
+/// the current model's provider, as `provider/model`.
+pub(crate) fn offered_models(
+    home: &KestrelHome,
+    config: &Config,
+    configured: Option<&str>,
+    current: &str,
+) -> Vec<String> {
+    let mut models = Vec::new();
+    if let Some(configured) = configured {
+        offer(&mut models, configured);
+    }
+    offer(&mut models, current);
+    let Some((provider, _)) = current.split_once('/') else { return models };
+    let catalog = CatalogStore::new(home, CatalogSettings::from_config(config)).load_offline();
+    if let Some(entry) = catalog.catalog.provider(provider) {
+        for id in entry.models.keys() {
+            offer(&mut models, &format!("{provider}/{id}"));
+        }
+    }
+    models
 }

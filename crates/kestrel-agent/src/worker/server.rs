@@ -577,11 +577,8 @@ impl Server {
             session.set_subagent_host(Arc::new(host));
         }
         let model = session.model_ref();
-        let mut models = Vec::new();
-        if let Some(configured) = &configured {
-            choices::offer(&mut models, configured);
-        }
-        choices::offer(&mut models, &model);
+        let models =
+            choices::offered_models(&launch.home, &launch.config, configured.as_deref(), &model);
         let mut mapper = UpdateMapper::new(launch.cwd.clone(), self.notices);
         mapper.set_context_window(session.settings().profile.context_window);
         self.log(&format!("session {id} open in {}", launch.cwd.display()));
