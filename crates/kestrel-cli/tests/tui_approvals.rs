@@ -187,3 +187,25 @@ fn the_prompt_is_highlighted_and_the_selection_stands_out() {
     test.press(Key::Enter);
     test.wait("Done.");
 }
+
+#[test]
+fn an_approved_write_outside_the_workspace_happens() {
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let target = elsewhere.path().join("x.txt");
+    let script = Script::new([
+        Step::tool_call("write_file", json!({"path": target, "content": "approved\n"})),
+        Step::text("Wrote it."),
+    ]);
+    let mut test = TuiTest::new(script);
+    test.start(&[]);
+    test.send("write outside");
+    let screen = test.wait_prompt();
+    assert!(screen.contains("1. Allow once"), "{screen}");
+    test.type_text("1");
+    test.wait("› 1. Allow once");
+    test.press(Key::Enter);
+    test.wait("Wrote it.");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved\n");
+    let sent = test.env.requests()[1].body.to_string();
+    assert!(!sent.contains("outside the workspace"), "the tool did not refuse: {sent}");
+}
