@@ -60,7 +60,10 @@ fn an_allow_write_rule_lets_the_file_tools_write_outside_the_workspace() {
         assert!(!target.exists(), "{mode}: written without a rule");
 
         let env = TestEnv::new(Wire::Chat, script(vec![write(&target)]));
-        add_config(&env, &format!("[permissions]\nallow_write = [\"{}\"]", elsewhere.path().display()));
+        add_config(
+            &env,
+            &format!("[permissions]\nallow_write = [\"{}\"]", elsewhere.path().display()),
+        );
         let output = env.kestrel(&["exec", "--mode", mode, "go"]);
         assert!(output.status.success(), "{}", stderr(&output));
         let results = tool_results(&env);
@@ -78,9 +81,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 #[test]
 fn an_allow_rule_runs_its_command_outside_the_sandbox_in_auto() {
-    let calls = || {
-        vec![shell("git commit -q --allow-empty -m 'by the agent'"), shell("git tag v1")]
-    };
+    let calls =
+        || vec![shell("git commit -q --allow-empty -m 'by the agent'"), shell("git tag v1")];
     let repository = |env: &TestEnv| {
         let work = env.work_path();
         git(&work, &["init", "-q"]);
