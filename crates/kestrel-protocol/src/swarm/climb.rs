@@ -107,10 +107,10 @@ pub enum Decision {
     Worse,
     /// No difference beyond noise.
     Neutral,
-    /// A check command failed on it.
+    /// A check command failed on it, or the metric gave no number on it.
     CheckFailed,
-    /// No commit to measure: the implementer's turn failed or changed nothing, the
-    /// metric printed no number on it, or it conflicts with the new baseline.
+    /// Nothing to measure: the implementer's turn failed or changed nothing, or it
+    /// conflicts with the new baseline.
     BuildFailed,
     /// The reviewer rejected it (`--review`).
     Rejected,

@@ -193,10 +193,10 @@ pub(crate) async fn go_on(
             return Ok(1);
         }
         Err(error) => {
-            if let SwarmError::Usage(_) = error
-                && climb.view().baselines.is_empty()
-            {
-                // The first baseline failed: nothing can be climbed; the run ends here.
+            // The baseline failed, the planner proposed nothing, a kept experiment would
+            // not merge: the climb cannot go on and ends here. Other errors (git, the
+            // log, the daemon) leave it interrupted, for a resume.
+            if let SwarmError::Usage(_) = error {
                 finish(&climb, RunEnd::Failed).await?;
             }
             return Err(error);
