@@ -213,7 +213,7 @@ pub fn plot(climb: &ClimbStatus) -> String {
     if !low.is_finite() || !high.is_finite() {
         (low, high) = (0.0, 1.0);
     }
-    if high - low < f64::EPSILON {
+    if (high - low).abs() < f64::EPSILON {
         let pad = if low == 0.0 { 1.0 } else { low.abs() * 0.05 };
         (low, high) = (low - pad, high + pad);
     }
