@@ -151,3 +151,20 @@ fn the_model_picker_lists_the_catalogs_models_and_new_keeps_the_choice() {
     assert_eq!(last["model"], "other-model", "the new session kept the choice: {last}");
     assert!(test.settled().contains(" scripted/other-model · "));
 }
+
+#[test]
+fn the_model_picker_adds_the_models_the_provider_lists() {
+    let mut test = TuiTest::new(Script::new([Step::text("First.")]));
+    // Catalog fetching on (a loopback catalog): the provider's own list is asked too.
+    let catalog = catalog_support::CatalogServer::start(catalog_support::CATALOG);
+    let mut command = test.command(&[]);
+    command.env("KESTREL_CATALOG_URL", &catalog.url);
+    test.start_command(&command, tui_support::ROWS, tui_support::COLS);
+    test.send("one");
+    test.wait("First.");
+    test.send("/model");
+    // The scripted server's GET /models lists `scripted-model`.
+    test.wait("scripted/scripted-model");
+    let asked = test.env.requests().iter().any(|request| request.method == "GET");
+    assert!(asked, "the provider's list was asked");
+}

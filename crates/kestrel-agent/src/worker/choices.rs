@@ -1,9 +1,14 @@
 //! What a client may choose for a session: its mode (ACP session modes, ids are Kestrel's
 //! mode names) and its model (the `model` session config option, values `provider/model`).
 
-use kestrel_model::{CatalogSettings, CatalogStore};
+use crate::setup::Launch;
+use kestrel_model::{CatalogSettings, CatalogStore, list_provider_models};
 use kestrel_protocol::{Mode, acp};
 use kestrel_store::{Config, KestrelHome};
+use std::time::Duration;
+
+/// How long the provider's own model list may take (asked in the background).
+const PROVIDER_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The config option id of the model selector.
 pub(crate) const MODEL_OPTION: &str = "model";
@@ -74,4 +79,36 @@ pub(crate) fn offered_models(
         }
     }
     models
+}
+
+/// The model selected and the models offered; shared with the task that adds the
+/// provider's own list.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelChoices {
+    pub(crate) current: String,
+    pub(crate) offered: Vec<String>,
+}
+
+impl ModelChoices {
+    pub(crate) fn options(&self) -> Vec<acp::SessionConfigOption> {
+        config_options(&self.current, &self.offered)
+    }
+}
+
+/// The models the current model's provider lists itself (`GET {base_url}/models`), as
+/// `provider/model`; empty when catalog fetching is off (`catalog_url = "off"` keeps
+/// Kestrel off the network for lists, as `kestrel models` does) or the list fails.
+pub(crate) async fn provider_models(launch: &Launch, current: &str) -> Vec<String> {
+    let Some((provider, _)) = current.split_once('/') else { return Vec::new() };
+    if CatalogSettings::from_config(&launch.config).url.is_none() {
+        return Vec::new();
+    }
+    let resolved =
+        crate::setup::resolve_model(&launch.config, &launch.home, current, &launch.client_options);
+    let Ok(resolved) = resolved else { return Vec::new() };
+    let ca_bundle = launch.config.ca_bundle.as_deref();
+    match list_provider_models(&resolved.provider, ca_bundle, PROVIDER_LIST_TIMEOUT).await {
+        Ok(listed) => listed.into_iter().map(|model| format!("{provider}/{}", model.id)).collect(),
+        Err(_) => Vec::new(),
+    }
 }

@@ -11,7 +11,7 @@ use crate::setup::{
 };
 use crate::subagent::ClientHost;
 use crate::worker::WorkerOptions;
-use crate::worker::choices::{self, MODEL_OPTION};
+use crate::worker::choices::{self, MODEL_OPTION, ModelChoices};
 use crate::worker::outbox::Outbox;
 use crate::worker::permission::ClientApprover;
 use crate::worker::prompt::content_parts;
@@ -55,12 +55,21 @@ struct Live {
     id: acp::SessionId,
     launch: Launch,
     control: SessionControl,
-    /// The model the client sees selected, `provider/model`.
-    model: String,
-    /// The models offered: the configured one and every one this session used.
-    models: Vec<String>,
+    /// The model the client sees selected (`provider/model`) and the models offered: the
+    /// configured one, every one this session used, the catalog's and the provider's.
+    models: Arc<Mutex<ModelChoices>>,
     mapper: Arc<Mutex<UpdateMapper>>,
     turn: Turn,
+}
+
+impl Live {
+    fn current_model(&self) -> String {
+        self.models.lock().map(|models| models.current.clone()).unwrap_or_default()
+    }
+
+    fn model_options(&self) -> Vec<acp::SessionConfigOption> {
+        self.models.lock().map(|models| models.options()).unwrap_or_default()
+    }
 }
 
 pub(crate) struct Server {
@@ -241,7 +250,7 @@ impl Server {
         let live = self.open(launch, session, configured, &approver, &request.mcp_servers);
         let response = acp::NewSessionResponse::new(live.id.clone())
             .modes(choices::modes(live.control.mode()))
-            .config_options(choices::config_options(&live.model, &live.models));
+            .config_options(live.model_options());
         json(response)
     }
 
@@ -265,7 +274,7 @@ impl Server {
         let (session_id, mapper) = (live.id.clone(), live.mapper.clone());
         let response = acp::LoadSessionResponse::new()
             .modes(choices::modes(live.control.mode()))
-            .config_options(choices::config_options(&live.model, &live.models));
+            .config_options(live.model_options());
         let updates = match mapper.lock() {
             Ok(mut mapper) => {
                 mapper.replay(&entries, &crate::subagent::child_costs(&self.options.home))
@@ -360,7 +369,7 @@ impl Server {
             ));
         };
         let model = value.0.to_string();
-        if model != live.model {
+        if model != live.current_model() {
             let launch = &live.launch;
             let choice = choose_model(&launch.config, &launch.home, &model, &launch.client_options)
                 .map_err(|error| RpcError::invalid_params(error.to_string()))?;
@@ -372,10 +381,12 @@ impl Server {
                 // The running turn takes it from its next model request on.
                 Turn::Running { .. } => live.control.switch_model(choice),
             }
-            live.model = model.clone();
-            choices::offer(&mut live.models, &model);
+            if let Ok(mut models) = live.models.lock() {
+                models.current = model.clone();
+                choices::offer(&mut models.offered, &model);
+            }
         }
-        let options = choices::config_options(&live.model, &live.models);
+        let options = live.model_options();
         let update =
             acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options.clone()));
         let session_id = live.id.clone();
@@ -559,6 +570,39 @@ impl Server {
         ))
     }
 
+    /// Adds the models the provider lists itself to the model option, in the background
+    /// (a network request must not hold up the session), announcing the longer list.
+    fn offer_provider_models(
+        &self,
+        launch: &Launch,
+        id: &acp::SessionId,
+        models: &Arc<Mutex<ModelChoices>>,
+    ) {
+        let (launch, id, models) = (launch.clone(), id.clone(), models.clone());
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            let Some(current) = models.lock().ok().map(|models| models.current.clone()) else {
+                return;
+            };
+            let listed = choices::provider_models(&launch, &current).await;
+            let options = match models.lock() {
+                Ok(mut models) => {
+                    let before = models.offered.len();
+                    for model in &listed {
+                        choices::offer(&mut models.offered, model);
+                    }
+                    (models.offered.len() > before).then(|| models.options())
+                }
+                Err(_) => None,
+            };
+            if let Some(options) = options {
+                let update =
+                    acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options));
+                outbox.update(&id, update).await;
+            }
+        });
+    }
+
     fn open(
         &mut self,
         launch: Launch,
@@ -577,8 +621,13 @@ impl Server {
             session.set_subagent_host(Arc::new(host));
         }
         let model = session.model_ref();
-        let models =
+        let offered =
             choices::offered_models(&launch.home, &launch.config, configured.as_deref(), &model);
+        let models = Arc::new(Mutex::new(ModelChoices { current: model, offered }));
+        // A subagent's model is its parent's choice: no one picks one from its list.
+        if session.parent_id().is_none() {
+            self.offer_provider_models(&launch, &id, &models);
+        }
         let mut mapper = UpdateMapper::new(launch.cwd.clone(), self.notices);
         mapper.set_context_window(session.settings().profile.context_window);
         self.log(&format!("session {id} open in {}", launch.cwd.display()));
@@ -586,7 +635,6 @@ impl Server {
             id,
             control: session.control(),
             launch,
-            model,
             models,
             mapper: Arc::new(Mutex::new(mapper)),
             turn: Turn::Idle(Box::new(session)),
