@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
 /// How long the profile may take before commands fall back to `bash -lc`.
 const CAPTURE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,9 +72,12 @@ fn profile_files() -> Vec<PathBuf> {
     files
 }
 
+/// A file's modification time, length and inode; `None` when it does not exist.
+type FileStamp = Option<(SystemTime, u64, u64)>;
+
 /// What the profile files looked like: a snapshot is valid while this stays the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct ProfileStamp(Vec<(PathBuf, Option<(SystemTime, u64, u64)>)>);
+struct ProfileStamp(Vec<(PathBuf, FileStamp)>);
 
 impl ProfileStamp {
     fn now() -> Self {
@@ -136,11 +140,13 @@ impl LoginShell {
     /// The snapshot for commands confined by `confinement` (`None`: unconfined), taken by
     /// running `capture` (a `bash -lc` of the given script, confined the same way) in
     /// `workdir` when there is none yet or a profile file changed since. `None` when no
-    /// snapshot can be had: the caller runs `bash -lc`.
+    /// snapshot can be had (the caller runs `bash -lc`) or `cancel` fired while taking
+    /// one (nothing is remembered then).
     pub(crate) async fn snapshot(
         &self,
         confinement: Option<&SandboxPolicy>,
         workdir: &Path,
+        cancel: &CancellationToken,
         capture: impl FnOnce(&str) -> Option<Command>,
     ) -> Option<Arc<Snapshot>> {
         let stamp = ProfileStamp::now();
@@ -152,7 +158,11 @@ impl LoginShell {
             return entry.snapshot.clone();
         }
         let snapshot = match capture(CAPTURE_SCRIPT) {
-            Some(command) => take(command, workdir).await.map(Arc::new),
+            Some(command) => match take(command, workdir, cancel).await {
+                Taken::Snapshot(snapshot) => Some(Arc::new(snapshot)),
+                Taken::Failed => None,
+                Taken::Cancelled => return None,
+            },
             None => None,
         };
         if let Ok(mut entries) = self.entries.lock() {
@@ -167,14 +177,35 @@ impl LoginShell {
     }
 }
 
-/// Runs the capture and writes the snapshot's file.
-async fn take(mut command: Command, workdir: &Path) -> Option<Snapshot> {
-    let home = KestrelHome::from_env().ok()?;
+/// How taking a snapshot ended.
+enum Taken {
+    Snapshot(Snapshot),
+    Failed,
+    Cancelled,
+}
+
+async fn take(command: Command, workdir: &Path, cancel: &CancellationToken) -> Taken {
+    match capture(command, workdir, cancel).await {
+        Ok(Some(snapshot)) => Taken::Snapshot(snapshot),
+        Ok(None) => Taken::Failed,
+        Err(Cancelled) => Taken::Cancelled,
+    }
+}
+
+struct Cancelled;
+
+/// Runs the capture and writes the snapshot's file; `Ok(None)` when that failed.
+async fn capture(
+    mut command: Command,
+    workdir: &Path,
+    cancel: &CancellationToken,
+) -> Result<Option<Snapshot>, Cancelled> {
+    let Ok(home) = KestrelHome::from_env() else { return Ok(None) };
     command.current_dir(workdir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     // The profile runs as every command's did: without the credentials of this process.
     kestrel_platform::remove_secret_variables(&mut command);
-    let mut group = spawn_group(&mut command).ok()?;
-    let mut stdout = group.child_mut().stdout.take()?;
+    let Ok(mut group) = spawn_group(&mut command) else { return Ok(None) };
+    let Some(mut stdout) = group.child_mut().stdout.take() else { return Ok(None) };
     let read = async {
         let mut output = Vec::new();
         let mut chunk = vec![0; 64 * 1024];
@@ -188,19 +219,24 @@ async fn take(mut command: Command, workdir: &Path) -> Option<Snapshot> {
         let status = group.wait().await;
         (output, status)
     };
-    let (output, status) = match tokio::time::timeout(CAPTURE_TIMEOUT, read).await {
-        Ok(done) => done,
-        Err(_) => {
-            let _ = group.terminate(Duration::from_millis(200)).await;
-            return None;
+    let ended = tokio::select! {
+        done = tokio::time::timeout(CAPTURE_TIMEOUT, read) => done.ok(),
+        () = cancel.cancelled() => {
+            let _ = group.signal(kestrel_platform::Signal::Kill);
+            return Err(Cancelled);
         }
     };
-    if !status.is_ok_and(|status| status.success()) {
-        return None;
+    let Some((output, Ok(status))) = ended else {
+        // Timed out (or could not be waited for): the profile and what it started go.
+        let _ = group.signal(kestrel_platform::Signal::Kill);
+        return Ok(None);
+    };
+    if !status.success() {
+        return Ok(None);
     }
-    let captured = Captured::parse(&output)?;
-    let file = captured.write(&home.run_dir().join("shell")).ok()?;
-    Some(Snapshot { variables: captured.variables, file })
+    let Some(captured) = Captured::parse(&output) else { return Ok(None) };
+    let Ok(file) = captured.write(&home.run_dir().join("shell")) else { return Ok(None) };
+    Ok(Some(Snapshot { variables: captured.variables, file }))
 }
 
 /// What the capture printed.

@@ -152,6 +152,7 @@ impl ShellTool {
         script: &str,
         workdir: &Path,
         confinement: &Confinement,
+        cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<Command, ToolOutput> {
         #[cfg(unix)]
         {
@@ -159,7 +160,7 @@ impl ShellTool {
                 confinement.command(capture_script, ShellStartup::Login).ok()
             };
             if let Some(snapshot) =
-                self.login.snapshot(confinement.policy(), workdir, capture).await
+                self.login.snapshot(confinement.policy(), workdir, cancel, capture).await
             {
                 let mut command = confinement.command(script, ShellStartup::Plain)?;
                 snapshot.apply(&mut command);
@@ -167,7 +168,7 @@ impl ShellTool {
             }
         }
         #[cfg(not(unix))]
-        let _ = workdir;
+        let _ = (workdir, cancel);
         confinement.command(script, ShellStartup::Login)
     }
 }
@@ -264,7 +265,9 @@ impl Tool for ShellTool {
                 }
             };
             let command = match self.confinement(&arguments.command, &workdir, context) {
-                Ok(confinement) => self.command(&arguments.command, &workdir, &confinement).await,
+                Ok(confinement) => {
+                    self.command(&arguments.command, &workdir, &confinement, &context.cancel).await
+                }
                 Err(output) => Err(output),
             };
             let command = match command {
