@@ -218,9 +218,7 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
     let cancel = CancellationToken::new();
     let output =
         ExecOutput { stdout: Box::new(std::io::stdout()), stderr: Box::new(std::io::stderr()) };
-    let clean_up = crate::storage_upkeep::clean_up_in_background(launch.home.clone(), |line| {
-        eprintln!("kestrel: {line}");
-    });
+    let home = launch.home.clone();
     let result = runtime.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -237,8 +235,10 @@ fn execute(launch: Launch, options: ExecOptions) -> ExitCode {
         });
         run_exec(launch, options, output, cancel).await
     });
-    // Waited for only here, after the answer: a short walk, at most once an hour.
-    if let Some(clean_up) = clean_up {
+    // After the answer, with this run's session closed: a short walk, at most hourly.
+    if let Some(clean_up) =
+        crate::storage_upkeep::clean_up_in_background(home, |line| eprintln!("kestrel: {line}"))
+    {
         let _ = clean_up.join();
     }
     match result {

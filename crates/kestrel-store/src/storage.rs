@@ -177,23 +177,13 @@ pub fn clean_checkpoints(
         if name.starts_with('.') || !entry.path().is_dir() {
             continue;
         }
-        let session = sessions.get(&name);
-        let lock = match session {
-            Some(session) => match hold(session) {
-                Ok(lock) => lock,
-                Err(_) => {
-                    report.live += 1;
-                    continue;
-                }
-            },
-            None => None,
-        };
-        let last_active = match session {
+        let session = sessions.get(&name).cloned();
+        let last_active = match &session {
             Some(session) => session.updated_at.millis,
             None => modified_millis(&entry.path()).unwrap_or(now.millis),
         };
         let bytes = dir_size(&entry.path());
-        candidates.push(Candidate { name, path: entry.path(), last_active, bytes, _lock: lock });
+        candidates.push(Candidate { name, path: entry.path(), session, last_active, bytes });
     }
     candidates.sort_by_key(|candidate| candidate.last_active);
     let cutoff = now.millis - i64::from(settings.checkpoint_days) * DAY_MILLIS;
@@ -203,6 +193,15 @@ pub fn clean_checkpoints(
         if candidate.last_active >= cutoff && total <= cap {
             continue;
         }
+        // Only what is about to go is locked, and only while it goes: a session being
+        // opened right now meets the lock for a moment at most.
+        let _lock = match candidate.session.as_ref().map(hold).transpose() {
+            Ok(lock) => lock.flatten(),
+            Err(_) => {
+                report.live += 1;
+                continue;
+            }
+        };
         remove_dir(&candidate.path)?;
         total -= candidate.bytes;
         report.removed.push((candidate.name, candidate.bytes));
@@ -210,13 +209,14 @@ pub fn clean_checkpoints(
     Ok(report)
 }
 
-/// A session's checkpoint directory, held (its record locked) while it is looked at.
+/// A session's checkpoint directory.
 struct Candidate {
     name: String,
     path: PathBuf,
+    /// Its session, when the index still lists it.
+    session: Option<SessionSummary>,
     last_active: i64,
     bytes: u64,
-    _lock: Option<File>,
 }
 
 /// Locks a session's record so no worker opens it while it is removed; `None` when the
