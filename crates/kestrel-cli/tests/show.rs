@@ -2,6 +2,8 @@
 //! tool calls with their outcome, turn ends and notices), `--json` for the stored lines,
 //! id prefixes like every session command, and exit 2 naming an id that matches nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{TestEnv, Wire, stderr, stdout};
