@@ -2,7 +2,9 @@
 // Drives `kestrel acp` with the official ACP TypeScript SDK, as an editor would:
 // initialize, session/new, a prompt with a tool call and a permission request, a
 // prompt cancelled mid-turn, session/list, and session/load from a second connection
-// (which attaches to the live session and replays its history).
+// (which attaches to the live session and replays its history). Neither connection opts
+// in to Kestrel's extensions, so neither may receive a `_kestrel/...` notification or a
+// `notice` update.
 //
 // Run by crates/kestrel-cli/tests/daemon_acp_sdk.rs, which sets KESTREL_BIN, KESTREL_HOME,
 // KESTREL_TEST_CWD and the scripted model (write_file, a text answer, then a long shell
@@ -26,13 +28,19 @@ function connectEditor(onPermission) {
   const child = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
+  const others = [];
   const app = acp
     .client({ name: "kestrel-sdk-test" })
     .onNotification("session/update", ({ params }) => {
       updates.push(params);
     })
+    // Anything else the agent sends; a plain client (no session.notices) gets no
+    // Kestrel extension (`_kestrel/...`).
+    .onNotification("*", ({ method }) => {
+      others.push(method);
+    })
     .onRequest("session/request_permission", ({ params }) => onPermission(params));
-  return { child, stream, app, updates };
+  return { child, stream, app, updates, others };
 }
 
 const withTimeout = (promise, ms, what) =>
@@ -140,5 +148,9 @@ await withTimeout(
 );
 other.child.stdin.end();
 assert(existsSync(`${cwd}/sdk.txt`), "the file is still there");
+const extensions = [...editor.others, ...other.others];
+assert(extensions.length === 0, `notifications a plain client must not get: ${extensions}`);
+const notices = [...editor.updates, ...other.updates].filter((u) => u.update.sessionUpdate === "notice");
+assert(notices.length === 0, `notices to a plain client: ${JSON.stringify(notices)}`);
 console.log(JSON.stringify({ ok: true, sessionId, permissions: permissions.length, ...findings }));
 process.exit(0);

@@ -1,7 +1,8 @@
 //! `kestrel acp` driven by the official ACP TypeScript SDK (`@agentclientprotocol/sdk`,
 //! pinned in tests/acp-sdk/package.json; `.ci/run` installs it with `npm ci`):
 //! initialize, session/new, a prompt with a tool call and a permission request, cancel,
-//! session/list and session/load — the daemon, workers and scripted model all real.
+//! session/list and session/load — the daemon, workers and scripted model all real. As a
+//! plain client it receives no `_kestrel/*` notification and no `notice` (drive.mjs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
