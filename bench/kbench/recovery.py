@@ -86,7 +86,9 @@ def _one_restart(ctx, run: int):
         env = clean_env(KESTREL_HOME=home)
         client = AcpClient(ctx.kestrel, env, cwd)
         try:
-            client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            # Opted in (session.notices): it waits for `_kestrel/worker/restarted`.
+            opt_in = {"session": {"notices": {}}}
+            client.call("initialize", {"protocolVersion": 1, "clientCapabilities": opt_in})
             session = client.call("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
             client.call("session/set_mode", {"sessionId": session, "modeId": "yolo"})
             prompt = client.request("session/prompt", {

@@ -94,7 +94,10 @@ class Connection:
 
 def _initialized(path: Path) -> Connection:
     connection = Connection(path)
-    connection.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    # Opted in (session.notices): it waits for `_kestrel/session/turn` and
+    # `_kestrel/worker/restarted`, which plain ACP clients are not sent.
+    opt_in = {"session": {"notices": {}}}
+    connection.call("initialize", {"protocolVersion": 1, "clientCapabilities": opt_in})
     return connection
 
 
