@@ -1,6 +1,6 @@
 //! `kestrel show ID [--json] [--full]`: a session's record as a transcript people read
-//! (prompts, answers, tool calls with their outcome, notices, turn ends), or with
-//! `--json` the record's own lines. Reads the file without its lock, so a live session
+//! (turns numbered as `kestrel fork --at N` counts them, prompts, answers, tool calls with
+//! their outcome, notices, turn ends), or with `--json` the record's own lines. Reads the file without its lock, so a live session
 //! can be shown while it works; a torn last line (a write in progress) is left out.
 
 use clap::Args;
@@ -64,9 +64,9 @@ fn raw_lines(path: &Path) -> Result<String, StoreError> {
 /// The whole record as readable text.
 fn transcript(replay: &Replay, full: bool) -> String {
     let mut out = header_lines(&replay.header);
-    let mut tool_names: HashMap<&str, &str> = HashMap::new();
+    let mut seen = Seen { tool_names: HashMap::new(), turns: 0 };
     for entry in &replay.entries {
-        entry_lines(&mut out, entry, &mut tool_names, &replay.header.cwd, full);
+        entry_lines(&mut out, entry, &mut seen, &replay.header.cwd, full);
     }
     if replay.skipped > 0 {
         let _ = writeln!(
@@ -102,16 +102,24 @@ fn header_lines(header: &RecordHeader) -> String {
     out
 }
 
+/// What the transcript has passed so far.
+struct Seen<'a> {
+    /// Tool call ids and their tool's name, for the results.
+    tool_names: HashMap<&'a str, &'a str>,
+    /// Turns started: numbered as `kestrel fork --at N` counts them.
+    turns: u64,
+}
+
 fn entry_lines<'a>(
     out: &mut String,
     entry: &'a RecordEntry,
-    tool_names: &mut HashMap<&'a str, &'a str>,
+    seen: &mut Seen<'a>,
     cwd: &str,
     full: bool,
 ) {
     match &entry.item {
         RecordItem::UserMessage { text } => {
-            let _ = writeln!(out, "\n> user  {}", entry.ts);
+            out.push_str("\n> user\n");
             push_indented(out, text, "  ");
         }
         RecordItem::AssistantMessage { text, reasoning, reasoning_opaque: _ } => {
@@ -125,12 +133,12 @@ fn entry_lines<'a>(
             }
         }
         RecordItem::ToolCall { id, name, arguments } => {
-            tool_names.insert(id, name);
+            seen.tool_names.insert(id, name);
             let arguments = if full { arguments.clone() } else { one_line(arguments, 200) };
             let _ = writeln!(out, "\n$ {name} {arguments}");
         }
         RecordItem::ToolResult { id, output, is_error, duration_ms } => {
-            let name = tool_names.get(id.as_str()).copied().unwrap_or("tool");
+            let name = seen.tool_names.get(id.as_str()).copied().unwrap_or("tool");
             let outcome = if *is_error { "failed" } else { "ok" };
             let _ = writeln!(out, "  {name} {outcome} ({duration_ms} ms)");
             push_indented(out, &shorten(output, full), "  | ");
@@ -142,7 +150,10 @@ fn entry_lines<'a>(
                 usage.input_tokens, usage.output_tokens, usage.cost
             );
         }
-        RecordItem::TurnStarted {} => {}
+        RecordItem::TurnStarted {} => {
+            seen.turns += 1;
+            let _ = writeln!(out, "\n## turn {}  {}", seen.turns, entry.ts);
+        }
         RecordItem::TurnCompleted { stop_reason, error } => {
             let reason = stop_reason_text(*stop_reason);
             match error {

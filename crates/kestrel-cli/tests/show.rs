@@ -37,6 +37,7 @@ fn show_prints_prompts_answers_and_each_tool_call_with_its_outcome() {
     let expected_in_order = [
         format!("session {id}"),
         "scripted/test-model".into(),
+        "## turn 1".into(),
         "> user".into(),
         "  write the notes please".into(),
         "$ write_file {".into(),
@@ -138,4 +139,29 @@ fn show_of_an_unknown_id_exits_2_naming_it() {
 
     let missing = env.kestrel(&["show"]);
     assert_eq!(missing.status.code(), Some(2), "clap's usage error");
+}
+
+#[test]
+fn show_numbers_turns_as_fork_at_counts_them() {
+    let env = TestEnv::new(
+        Wire::Chat,
+        Script::new([Step::text("first answer"), Step::text("second answer")]),
+    );
+    let id = exec_session(&env, "first prompt");
+    let again = env.kestrel(&["exec", "resume", &id, "second prompt"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+
+    let both = stdout(&env.kestrel(&["show", &id]));
+    let first = both.find("## turn 1").expect("turn 1");
+    let second = both.find("## turn 2").expect("turn 2");
+    assert!(first < both.find("first prompt").unwrap(), "{both}");
+    assert!(second < both.find("second prompt").unwrap(), "{both}");
+    assert!(second > both.find("first answer").unwrap(), "{both}");
+
+    let forked = env.kestrel(&["fork", &id, "--at", "1"]);
+    assert!(forked.status.success(), "{}", stderr(&forked));
+    let fork_id = stdout(&forked).trim().to_owned();
+    let fork = stdout(&env.kestrel(&["show", &fork_id]));
+    assert!(fork.contains("## turn 1") && fork.contains("first answer"), "{fork}");
+    assert!(!fork.contains("## turn 2") && !fork.contains("second prompt"), "{fork}");
 }
