@@ -7,7 +7,7 @@ use crate::index::{self, IndexUpdate};
 use crate::paths::{self, KestrelHome};
 use crate::record::{self, lock, record_path, validate_id};
 use kestrel_protocol::{RecordHeader, RecordHeaderLine, SessionId};
-use std::io::{ErrorKind, Seek, SeekFrom, Write};
+use std::io::{ErrorKind, Write};
 
 /// The whole record of session `id`, as its file holds it.
 pub fn export_record(home: &KestrelHome, id: &SessionId) -> Result<Vec<u8>, StoreError> {
@@ -34,7 +34,7 @@ pub fn import_record(home: &KestrelHome, bytes: &[u8]) -> Result<RecordHeader, S
     if let Some(parent) = path.parent() {
         paths::ensure_dir(parent)?;
     }
-    let mut file = match paths::private_file_options().write(true).create(true).open(&path) {
+    let file = match paths::private_file_options().write(true).create(true).open(&path) {
         Ok(file) => file,
         Err(source) if source.kind() == ErrorKind::NotFound => {
             return Err(StoreError::io("create the record", path, source));
@@ -42,12 +42,21 @@ pub fn import_record(home: &KestrelHome, bytes: &[u8]) -> Result<RecordHeader, S
         Err(source) => return Err(StoreError::io("open the record", path, source)),
     };
     lock(&file, &header.id, &path)?;
-    let written = file
-        .set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(bytes))
-        .and_then(|()| file.sync_data());
-    written.map_err(|source| StoreError::io("write the record", &path, source))?;
+    // Written beside it and renamed over it: a reader sees the old copy or the new one,
+    // never a half-written one.
+    let temporary = path.with_extension("jsonl.import");
+    let written = paths::private_file_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temporary)
+        .and_then(|mut copy| copy.write_all(bytes).and_then(|()| copy.sync_data()))
+        .and_then(|()| std::fs::rename(&temporary, &path));
+    if let Err(source) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(StoreError::io("write the record", &path, source));
+    }
+    drop(file);
     if existing.is_none() {
         index::record_created(home, &header, &path)?;
     }

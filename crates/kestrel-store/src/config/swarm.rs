@@ -264,6 +264,20 @@ fn resolve_ray(
         .remote
         .filter(|remote| !remote.trim().is_empty())
         .ok_or_else(|| missing("remote", "git@example.org:team/repo.git"))?;
+    // The remote is in every job's command line, which the cluster shows to anyone.
+    if let Some((_, rest)) = remote.split_once("://")
+        && rest
+            .split('/')
+            .next()
+            .is_some_and(|authority| authority.contains(':') && authority.contains('@'))
+    {
+        return Err(ConfigError::Invalid {
+            path: path_of(&["swarm", "ray", "remote"]),
+            message: "[swarm.ray] remote holds a password (user:secret@): every job's command \
+                      line shows it; give the nodes SSH keys or a git credential helper instead"
+                .to_string(),
+        });
+    }
     if let Some(name) = table.env.keys().find(|name| kestrel_platform::is_secret_name(name)) {
         return Err(ConfigError::Invalid {
             path: path_of(&["swarm", "ray", "env"]),
@@ -495,6 +509,10 @@ env_file = "/etc/kestrel/keys.env"
                 "job_timeout_s must be at least 1",
             ),
             ("[swarm.ray]\nnodes = 3\n", "unknown field `nodes`"),
+            (
+                "[swarm]\nexecutor = \"ray\"\n[swarm.ray]\naddress = \"http://h:1\"\nremote = \"https://me:tok@git.example.org/r.git\"\n",
+                "remote holds a password",
+            ),
         ];
         for (text, expected) in cases {
             let message = parse(text).unwrap_err().to_string();

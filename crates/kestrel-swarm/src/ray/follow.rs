@@ -38,11 +38,13 @@ pub enum JobEnd {
 struct StopOnDrop {
     jobs: super::jobs::Jobs,
     id: Option<String>,
+    /// The run stops (Ctrl+C, the budget): its jobs go on, for a resume to follow.
+    leave: CancellationToken,
 }
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
+        if let Some(id) = self.id.take().filter(|_| !self.leave.is_cancelled()) {
             let jobs = self.jobs.clone();
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
@@ -64,14 +66,20 @@ impl RayExecutor {
         metadata: BTreeMap<String, String>,
         on_event: &mut (dyn FnMut(&Value) + Send),
         cancel: &CancellationToken,
+        leave: &CancellationToken,
     ) -> Result<JobEnd, SwarmError> {
         let mut lost = Vec::new();
         for attempt in 0..TRIES {
             let id = format!("{name}-{attempt}");
             let request = self.request(&id, spec_ref, metadata.clone());
             self.jobs.submit(&request).await?;
-            match self.follow(&id, on_event, cancel).await? {
+            match self.follow(&id, on_event, cancel, leave).await? {
                 JobEnd::Lost(why) => lost.push(why),
+                // The node could not do its part (a clone, a push, kestrel not starting):
+                // another node may.
+                JobEnd::Done(JobResult { error: Some(error), .. }) => {
+                    lost.push(format!("job {id} failed on its node: {error}"));
+                }
                 end => return Ok(end),
             }
         }
@@ -101,8 +109,10 @@ impl RayExecutor {
         id: &str,
         on_event: &mut (dyn FnMut(&Value) + Send),
         cancel: &CancellationToken,
+        leave: &CancellationToken,
     ) -> Result<JobEnd, SwarmError> {
-        let mut guard = StopOnDrop { jobs: self.jobs.clone(), id: Some(id.to_string()) };
+        let mut guard =
+            StopOnDrop { jobs: self.jobs.clone(), id: Some(id.to_string()), leave: leave.clone() };
         let deadline = Instant::now() + Duration::from_secs(self.settings.job_timeout_s);
         let mut seen = 0usize;
         let mut result: Option<JobResult> = None;
@@ -111,7 +121,9 @@ impl RayExecutor {
             tokio::select! {
                 () = cancel.cancelled() => {
                     guard.id = None;
-                    self.jobs.stop(id).await?;
+                    // A stop that fails leaves the job to its deadline; the task is
+                    // cancelled either way.
+                    let _ = self.jobs.stop(id).await;
                     return Ok(JobEnd::Cancelled);
                 }
                 () = tokio::time::sleep(POLL) => {}
@@ -119,6 +131,11 @@ impl RayExecutor {
             // The state first, then the log: a job seen ended has its whole log read.
             // A lost node's log cannot be read (the head answers 500) while its state
             // still can: only the state's failures count against the API.
+            if Instant::now() >= deadline {
+                guard.id = None;
+                let _ = self.jobs.stop(id).await;
+                return Ok(JobEnd::TimedOut);
+            }
             let info = match self.jobs.info(id).await {
                 Ok(info) => info,
                 Err(error) => {
@@ -169,11 +186,6 @@ impl RayExecutor {
                         info.message.unwrap_or_default()
                     )),
                 });
-            }
-            if Instant::now() >= deadline {
-                guard.id = None;
-                self.jobs.stop(id).await?;
-                return Ok(JobEnd::TimedOut);
             }
         }
     }

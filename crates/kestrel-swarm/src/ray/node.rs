@@ -64,6 +64,12 @@ async fn run_node(
     if fetch(&repo, remote, &spec.fetch, "refs/kestrel/work").await?.is_none() {
         return Err(SwarmError::Ray(format!("{remote} has no {}", spec.fetch)));
     }
+    if let Some(branch) = &spec.integration {
+        let tracked = format!("refs/remotes/origin/{branch}");
+        if repo.resolve(&tracked).await?.is_some() {
+            repo.run(&["branch", "--quiet", "--force", branch, &tracked]).await?;
+        }
+    }
     match &spec.work {
         JobWork::Turn { .. } => {
             repo.run(&["checkout", "--quiet", "--detach", &spec.commit]).await?;

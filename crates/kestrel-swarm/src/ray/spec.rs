@@ -16,6 +16,10 @@ pub struct JobSpec {
     /// A `NAME=value` file on the node read into the environment of `kestrel exec`.
     #[serde(default)]
     pub env_file: Option<String>,
+    /// The run's integration branch, made in the node's clone from the remote's copy (the
+    /// reviewer's diff range names it).
+    #[serde(default)]
+    pub integration: Option<String>,
     pub work: JobWork,
 }
 

@@ -13,8 +13,8 @@ use crate::context::Run;
 use crate::git::Git;
 use crate::outcome::{RecordedTurn, recorded_turn};
 use crate::turn::{TurnResult, TurnSpec, finish, finished, record_finished, take_slot};
-use kestrel_protocol::SessionId;
 use kestrel_protocol::swarm::{SwarmEvent, SwarmRole, SwarmSessionTag, task_branch};
+use kestrel_protocol::{RecordHeaderLine, SessionId};
 use kestrel_store::StoreError;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +27,14 @@ pub async fn run_turn(
 ) -> Result<TurnResult, SwarmError> {
     let tag = &spec.tag;
     let line = tag.prompt_line();
+    let worktree = Git::new(spec.cwd);
+    let branch = format!("refs/heads/{}", task_branch(&run.id, &tag.task));
+    let implementer = tag.role == SwarmRole::Implementer;
+    // What a job pushed while no orchestrator followed it (a resume) comes in first: the
+    // branch is never pushed over work it does not have.
+    if implementer {
+        take_branch(run, ray, &worktree, &branch, tag).await?;
+    }
     import_records(run, ray, tag).await?;
     // A turn the record already has (a resumed run) is taken as it stands.
     if let Some(session) = &spec.session
@@ -40,9 +48,6 @@ pub async fn run_turn(
     if cancel.is_cancelled() {
         return Ok(TurnResult::Cancelled);
     }
-    let worktree = Git::new(spec.cwd);
-    let branch = format!("refs/heads/{}", task_branch(&run.id, &tag.task));
-    let implementer = tag.role == SwarmRole::Implementer;
     if implementer && worktree.is_dirty().await? {
         // The integration branch merged in with conflicts: the node resolves them from
         // this commit, markers and all.
@@ -52,12 +57,16 @@ pub async fn run_turn(
     }
     let commit = worktree.head().await?;
     push(&worktree, ray.remote(), &commit, &branch, true).await?;
+    // The reviewer's range names the integration branch: the node makes it from this.
+    let integration = format!("refs/heads/{}", run.branch);
+    push(&run.repo, ray.remote(), &run.branch, &integration, true).await?;
     let job = format!("kestrel-{}-{}-{}-{}", run.id, tag.task, tag.attempt, tag.role.as_str());
     let title = run.graph().task(&tag.task).map(|task| task.title.clone()).unwrap_or_default();
     let job_spec = JobSpec {
         fetch: branch.clone(),
         commit: commit.clone(),
         env_file: ray.settings.env_file.clone(),
+        integration: Some(run.branch.clone()),
         work: JobWork::Turn {
             tag: tag.clone(),
             model: spec.model.to_string(),
@@ -82,7 +91,7 @@ pub async fn run_turn(
         }
     };
     let metadata = metadata(tag);
-    let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel).await?;
+    let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel, &run.stop).await?;
     if let Some(error) = emit_error {
         return Err(error);
     }
@@ -191,7 +200,10 @@ pub(super) async fn publish_spec(
     Ok(target)
 }
 
-/// The task's session records from the remote into this home.
+/// The task's session records from the remote into this home. Only records of this
+/// run's task, each under its own id, are taken (anyone who can push to the remote could
+/// otherwise replace any session here); one open here (a person attached to it) is left
+/// as it is.
 async fn import_records(
     run: &Run,
     ray: &RayExecutor,
@@ -201,8 +213,17 @@ async fn import_records(
     let Some(tip) = fetch(&run.repo, ray.remote(), &source, &source).await? else { return Ok(()) };
     let listed = run.repo.run(&["ls-tree", "--name-only", "-z", &tip]).await?.stdout;
     for name in listed.split('\0').filter(|name| name.ends_with(".jsonl")) {
-        if let Some(bytes) = read_file(&run.repo, &tip, name).await? {
-            kestrel_store::import_record(&run.home, &bytes)?;
+        let Some(bytes) = read_file(&run.repo, &tip, name).await? else { continue };
+        let first = bytes.split(|byte| *byte == b'\n').next().unwrap_or_default();
+        let Ok(line) = serde_json::from_slice::<RecordHeaderLine>(first) else { continue };
+        let header = line.header;
+        let ours = header.swarm.as_ref().is_some_and(|t| t.run == tag.run && t.task == tag.task);
+        if !ours || format!("{}.jsonl", header.id) != name {
+            continue;
+        }
+        match kestrel_store::import_record(&run.home, &bytes) {
+            Ok(_) | Err(StoreError::Locked { .. }) => {}
+            Err(error) => return Err(error.into()),
         }
     }
     Ok(())
@@ -219,6 +240,10 @@ async fn take_branch(
 ) -> Result<(), SwarmError> {
     let local = format!("refs/kestrel/fetched/{}/{}", run.id, tag.task);
     let Some(tip) = fetch(&run.repo, ray.remote(), branch, &local).await? else { return Ok(()) };
-    worktree.run(&["merge", "--ff-only", "--quiet", &tip]).await?;
+    // Only work this worktree does not have yet: a tip it is ahead of stays behind.
+    let (newer, _) = worktree.output(&["merge-base", "--is-ancestor", "HEAD", &tip]).await?;
+    if newer {
+        worktree.run(&["merge", "--ff-only", "--quiet", &tip]).await?;
+    }
     Ok(())
 }

@@ -28,6 +28,7 @@ pub async fn verify_commit(
         fetch,
         commit: commit.to_string(),
         env_file: None,
+        integration: None,
         work: JobWork::Verify {
             setup: graph.setup.clone(),
             acceptance: task.acceptance.clone(),
@@ -46,7 +47,7 @@ pub async fn verify_commit(
     .collect();
     // A cancelled task drops this future: the job is stopped then (see `follow`).
     let never = CancellationToken::new();
-    let end = ray.run_job(&job, &spec_ref, metadata, &mut |_| {}, &never).await?;
+    let end = ray.run_job(&job, &spec_ref, metadata, &mut |_| {}, &never, &run.stop).await?;
     let log = run.logs_dir().join(format!("{name}.log"));
     let failed = |reason: String| Verification {
         failure: Some(reason),
@@ -56,6 +57,7 @@ pub async fn verify_commit(
     let verification = match end {
         JobEnd::Done(result) => match result.error {
             Some(error) => failed(format!("the verification job failed on its node: {error}")),
+
             None => {
                 let text = result.verify_log.unwrap_or_default();
                 std::fs::write(&log, text)
