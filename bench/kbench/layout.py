@@ -1,10 +1,9 @@
 """Makes crates/kestrel-cli/hot-symbols.txt: the functions a session runs, in the order the
-linker should place them (crates/kestrel-cli/build.rs passes the file to LLD as
-`--symbol-ordering-file` in release builds).
+linker should place them (crates/kestrel-cli/build.rs turns the file into a linker script
+for LLD in release builds).
 
     python3 bench/kbench/layout.py [--keep DIR] [--dry-run]
     python3 bench/kbench/layout.py --check MAP    # CI: is the list still this build's?
-    python3 bench/kbench/layout.py --refresh      # rename stale .llvm. names (no profile)
 
 Why: a process's resident code is every 4 KB page it ever touched, and the kernel maps
 64 KB around each fault. Start-up and an idle session run a few thousand functions spread
@@ -27,20 +26,20 @@ The list names symbols. With v0 mangling (.cargo/config.toml) a function's name 
 path plus its crate's disambiguator, which cargo derives from the crate's `-C metadata`:
 version, dependencies, features, profile and toolchain (not RUSTFLAGS, not the source).
 So most edits keep names, but not all: a renamed, moved or inlined function; methods of
-an `impl` block after one added or removed in the same module (v0 numbers the blocks);
-functions ThinLTO promoted out of their module (`.llvm.<hash>`, ~6% of the list), which
-any edit of their crate renames. A dependency added to a crate renames the functions of
-that crate and of every crate above it, and so do a version bump and a new toolchain. A
-build whose RUSTFLAGS drop the v0 setting (RUSTFLAGS in the environment replace
-.cargo/config.toml's) gets legacy names, which the list does not hold. Names not found
-are skipped by the linker (only the layout suffers: each costs every process that runs it
-a 64 KB fault-around window). `.ci/run` links with a map and runs `--check`: it fails when
-less than 99% of the listed functions, or 99.5% of Kestrel's own, are in the build
-(`.llvm.` names aside), and prints the missing; then run this script (about 5 minutes:
-two release links and a minute under valgrind) and commit the file. Renamed `.llvm.`
-names only warn (an edit renames them in its crate and in crates it is inlined into, and
-another CARGO_HOME renames the dependencies'): `--refresh` finds them again (a release
-link, no profile); run it before measuring and at the end of a change.
+an `impl` block after one added or removed in the same module (v0 numbers the blocks). A
+dependency added to a crate renames the functions of that crate and of every crate above
+it, and so do a version bump and a new toolchain. A build whose RUSTFLAGS drop the v0
+setting (RUSTFLAGS in the environment replace .cargo/config.toml's) gets legacy names,
+which the list does not hold. Functions ThinLTO promoted out of their module are
+`NAME.llvm.<hash>` in the build, and the hash changes with any edit of their crate (or of
+code inlined into it) and, for dependencies, with the CARGO_HOME path: the list holds them
+as `NAME` (~6% of it), and build.rs's linker script matches `NAME` with or without any
+`.llvm.` suffix, so neither edits nor another CARGO_HOME move them. Names not found are
+skipped by the linker (only the layout suffers: each costs every process that runs it a
+64 KB fault-around window). `.ci/run` links with a map and runs `--check`: it fails when
+less than 99% of the listed functions, or 99.5% of Kestrel's own, are in the build, and
+prints the missing; then run this script (about 5 minutes: two release links and a
+minute under valgrind) and commit the file.
 """
 
 import argparse
@@ -247,51 +246,34 @@ def order(starts, ends, names, by_role) -> list:
         groups[slot].append(names[index])
     listed, seen = [], set()
     for group in groups:
-        for name in group:
+        for name in map(stable_name, group):
             if name not in seen:
                 seen.add(name)
                 listed.append(name)
     return listed, [len(group) for group in groups], roles_of
 
 
-def refreshed(listed: list, present: set) -> tuple:
-    """`listed` with each ThinLTO-promoted name that is gone (`NAME.llvm.<old hash>`)
-    replaced by the build's only `NAME.llvm.<hash>` not listed already, and how many were."""
-    promoted = {}
-    for name in present:
-        if ".llvm." in name:
-            promoted.setdefault(name.split(".llvm.")[0], []).append(name)
-    taken = set(listed)
-    result, count = [], 0
-    for name in listed:
-        if name not in present and ".llvm." in name:
-            free = [c for c in promoted.get(name.split(".llvm.")[0], []) if c not in taken]
-            if len(free) == 1:
-                name, count = free[0], count + 1
-                taken.add(name)
-        result.append(name)
-    return result, count
+def stable_name(name: str) -> str:
+    """A symbol's name without the `.llvm.<hash>` ThinLTO gives the functions it promotes
+    out of their module: what the list holds and build.rs's linker script matches."""
+    return name.split(".llvm.")[0]
 
 
 def check(link_map: Path) -> int:
     """0 when hot-symbols.txt still names the functions of the build that wrote `link_map`:
-    at least 99% of its names and 99.5% of those of Kestrel's own crates, ThinLTO-promoted
-    locals (`.llvm.<hash>`) aside. Those are renamed by edits of their crate or of crates
-    whose code is inlined into it, and for dependencies by another `CARGO_HOME` (the
-    hash covers panic locations' paths), so they only warn: `--refresh` finds them
-    again. Each function left out costs every process that runs it a 64 KB fault-around
-    window of code (35 renamed `.llvm.` names cost the idle tree 1.6 MB: bench/RESULTS.md,
-    2026-11-30, session 4)."""
+    at least 99% of its names and 99.5% of those of Kestrel's own crates, a name counting
+    as found when the build has it with or without a `.llvm.` suffix (as build.rs's
+    linker script matches it). Each function left out costs every process that runs it a
+    64 KB fault-around window of code (35 renamed functions cost the idle tree 1.6 MB:
+    bench/RESULTS.md, 2026-11-30, session 4)."""
     _, _, names = functions(link_map)
-    present = set(names)
+    present = {stable_name(name) for name in names}
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
-    _, refreshable = refreshed(listed, present)
-    gone = sum(1 for name in listed if ".llvm." in name and name not in present)
-    stable = [name for name in listed if ".llvm." not in name]
-    own = [name for name in stable if "kestrel" in name]
+    old_style = sum(1 for name in listed if ".llvm." in name)
+    listed = [stable_name(name) for name in listed]
+    own = [name for name in listed if "kestrel" in name]
     failed = False
-    for label, group, threshold in (("no .llvm. names", stable, 0.99),
-                                    ("Kestrel's own crates, no .llvm. names", own, 0.995)):
+    for label, group, threshold in (("all", listed, 0.99), ("Kestrel's own crates", own, 0.995)):
         found = sum(1 for name in group if name in present)
         share = found / len(group) if group else 0.0
         print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(group)} functions ({label}) are in "
@@ -300,13 +282,9 @@ def check(link_map: Path) -> int:
     missing = [name for name in own if name not in present]
     if missing:
         print("missing own functions (first 20):\n  " + "\n  ".join(missing[:20]))
-    if gone:
-        print(f"warning: {gone} ThinLTO-promoted functions of the list are not in this build, "
-              "and each process of a session holds more code for it. "
-              f"`python3 bench/kbench/layout.py --refresh` finds {refreshable} of them again "
-              "(a release link, no profiling); the rest need the list regenerated "
-              "(`python3 bench/kbench/layout.py`). Do it before measuring; commit "
-              "crates/kestrel-cli/hot-symbols.txt.", file=sys.stderr)
+    if old_style:
+        print(f"note: {old_style} names of the list carry a .llvm. hash, which the build ignores; "
+              "the next regeneration drops them", file=sys.stderr)
     if failed:
         print("The code layout no longer fits this build (functions renamed or gone: a dependency, "
               "version or toolchain change, or code moved), and each process of a session holds "
@@ -317,30 +295,14 @@ def check(link_map: Path) -> int:
     return 0
 
 
-def refresh(work: Path) -> int:
-    """Renames the list's stale `.llvm.` names after a release build with a map."""
-    _, _, link_map = build(work)
-    _, _, names = functions(link_map)
-    listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
-    listed, count = refreshed(listed, set(names))
-    OUTPUT.write_text("".join(f"{name}\n" for name in listed))
-    print(f"{count} promoted names renamed in {OUTPUT.relative_to(REPO)}")
-    return check(link_map)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", help="keep the build's map and the callgrind files here")
     parser.add_argument("--dry-run", action="store_true", help="print the summary only")
     parser.add_argument("--check", metavar="MAP", help="only check the list against this link map")
-    parser.add_argument("--refresh", action="store_true",
-                        help="only rename the list's stale .llvm. names (a release build, no profile)")
     arguments = parser.parse_args()
     if arguments.check:
         return check(Path(arguments.check))
-    if arguments.refresh:
-        with tempfile.TemporaryDirectory(prefix="kestrel-layout-") as work:
-            return refresh(Path(work))
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is needed (Debian: apt-get install valgrind)")
     work = Path(arguments.keep or tempfile.mkdtemp(prefix="kestrel-layout-"))

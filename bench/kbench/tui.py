@@ -159,8 +159,10 @@ class EarlyTyping:
 def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
     """Starts argv on a fresh 120x40 pty with echo off, writes EARLY_TEXT once as soon
     as the program writes anything (its first output: mode switches, not yet a frame),
-    and watches the screen until the program itself draws that text. First paint is the
-    first printable text, as in `start_in_pty`."""
+    and watches the output until the program itself draws that text (echo is off). First
+    paint is the first printable text, as in `start_in_pty`; the text is looked for in
+    the raw output, as the input-ready marker is (a first draw of a line writes it whole),
+    so that the harness's own work per chunk stays small and does not delay what it sees."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     attributes = termios.tcgetattr(slave)
@@ -171,7 +173,7 @@ def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
                             preexec_fn=_controlling_tty, close_fds=True)
     os.close(slave)
-    output, screen = bytearray(), Screen()
+    output = bytearray()
     typed = False
     first_paint_ms = drawn_ms = None
     deadline = started + timeout
@@ -194,10 +196,9 @@ def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
                 typed = True
             answer_queries(master, chunk)
             output.extend(chunk)
-            screen.feed(chunk)
             if first_paint_ms is None and shows_text(output):
                 first_paint_ms = now_ms
-            if EARLY_TEXT in screen.text():
+            if EARLY_TEXT.encode() in output:
                 drawn_ms = now_ms
     finally:
         if proc.poll() is None:
