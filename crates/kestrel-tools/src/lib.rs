@@ -13,7 +13,7 @@ mod grep;
 pub mod html;
 mod image;
 mod list_dir;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 mod login_shell;
 pub mod mcp;
 mod output;

@@ -5,18 +5,19 @@
 //! those variables and a file of the rest read through `BASH_ENV`. The snapshot is taken
 //! again when a profile file changes, under the confinement of the call that needs it
 //! (a sandboxed call never gets a profile run outside its sandbox), and the profile's
-//! own output and stderr go nowhere. The file lives in `$KESTREL_HOME`, which sandboxed
-//! commands cannot write, so one command cannot plant code in the next one's shell.
-//! Without a home, or when the profile fails or hangs, commands run in `bash -lc`.
+//! own output and stderr go nowhere. The "file" is a sealed memfd that each command
+//! inherits and reads as `/dev/fd/N`: nothing on disk, and no command can change it to
+//! plant code in the next one's shell. When the profile fails or hangs, commands run in
+//! `bash -lc`.
 
 use kestrel_platform::{SandboxPolicy, is_secret_name, spawn_group};
-use kestrel_store::KestrelHome;
 use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncReadExt;
@@ -101,13 +102,15 @@ impl ProfileStamp {
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     variables: Vec<(OsString, OsString)>,
-    /// Functions, aliases and options, read by bash through `BASH_ENV`.
-    file: PathBuf,
+    /// Functions, aliases and options: a sealed memfd (close-on-exec here), read by bash
+    /// through `BASH_ENV`.
+    source: File,
 }
 
 impl Snapshot {
     /// Gives `command` (a `bash -c`) the snapshot's variables instead of this process's,
-    /// and its file through `BASH_ENV`.
+    /// and its source through `BASH_ENV`. The snapshot must live until `command` has
+    /// been spawned: the child inherits its descriptor.
     pub(crate) fn apply(&self, command: &mut Command) {
         command.env_clear();
         for (name, value) in &self.variables {
@@ -118,7 +121,18 @@ impl Snapshot {
                 command.env(name, value);
             }
         }
-        command.env("BASH_ENV", &self.file);
+        let fd = self.source.as_raw_fd();
+        command.env("BASH_ENV", format!("/dev/fd/{fd}"));
+        // SAFETY: one fcntl(2) on a descriptor number, in the forked child before exec:
+        // the child keeps it across exec (this process's copy stays close-on-exec).
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
 }
 
@@ -200,7 +214,6 @@ async fn capture(
     workdir: &Path,
     cancel: &CancellationToken,
 ) -> Result<Option<Snapshot>, Cancelled> {
-    let Ok(home) = KestrelHome::from_env() else { return Ok(None) };
     command.current_dir(workdir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     // The profile runs as every command's did: without the credentials of this process.
     kestrel_platform::remove_secret_variables(&mut command);
@@ -235,8 +248,8 @@ async fn capture(
         return Ok(None);
     }
     let Some(captured) = Captured::parse(&output) else { return Ok(None) };
-    let Ok(file) = captured.write(&home.run_dir().join("shell")) else { return Ok(None) };
-    Ok(Some(Snapshot { variables: captured.variables, file }))
+    let Ok(source) = captured.sealed_source() else { return Ok(None) };
+    Ok(Some(Snapshot { variables: captured.variables, source }))
 }
 
 /// What the capture printed.
@@ -285,14 +298,8 @@ impl Captured {
         Some(Captured { variables, bash_env, source })
     }
 
-    /// Writes the file `BASH_ENV` names into `dir` (made private), and returns its path.
-    fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        remove_stale(dir);
-        static TAKEN: AtomicU64 = AtomicU64::new(0);
-        let name = format!("{}-{}.sh", std::process::id(), TAKEN.fetch_add(1, Ordering::Relaxed));
-        let path = dir.join(name);
+    /// The source `BASH_ENV` names, in a memfd sealed against any change.
+    fn sealed_source(&self) -> std::io::Result<File> {
         let mut text = b"# The login shell's functions, aliases and options, taken by Kestrel \
 for its shell tool's commands (read through BASH_ENV).\nunset BASH_ENV\n"
             .to_vec();
@@ -302,30 +309,26 @@ for its shell tool's commands (read through BASH_ENV).\nunset BASH_ENV\n"
             text.push(b'\n');
         }
         text.extend_from_slice(&self.source);
-        let staging = dir.join(format!(".{}.tmp", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&staging)?;
+        // SAFETY: memfd_create takes a NUL-terminated name and flags; the descriptor it
+        // returns is owned by the File from here on.
+        let mut file = unsafe {
+            let fd = libc::memfd_create(
+                c"kestrel-login-shell".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            );
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            File::from_raw_fd(fd)
+        };
         file.write_all(&text)?;
-        drop(file);
-        std::fs::rename(&staging, &path)?;
-        Ok(path)
-    }
-}
-
-/// Removes the files of processes that no longer run (a worker does not outlive its
-/// session, and nothing else reads them).
-fn remove_stale(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|name| name.split('-').next()) else { continue };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_file(entry.path());
+        let seals =
+            libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+        // SAFETY: fcntl(2) on a descriptor the File owns.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } == -1 {
+            return Err(std::io::Error::last_os_error());
         }
+        Ok(file)
     }
 }
 
@@ -388,6 +391,24 @@ mod tests {
         text.truncate(text.len() - 3);
         assert_eq!(Captured::parse(&text), None);
         assert_eq!(Captured::parse(b"no marker at all"), None);
+    }
+
+    #[test]
+    fn the_sealed_source_reads_back_and_refuses_writes() {
+        let captured = Captured {
+            variables: Vec::new(),
+            bash_env: Some(OsString::from("/it's")),
+            source: b"f () { :; }\n".to_vec(),
+        };
+        let source = captured.sealed_source().unwrap();
+        let path = format!("/dev/fd/{}", source.as_raw_fd());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("unset BASH_ENV\nexport BASH_ENV='/it'\\''s'\nf () { :; }\n"),
+            "{text}"
+        );
+        let mut writer = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        assert!(writer.write_all(b"echo planted\n").is_err(), "a sealed source took a write");
     }
 
     #[test]

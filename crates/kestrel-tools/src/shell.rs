@@ -15,8 +15,13 @@
 //! unconfined. Every command runs in a new session, without a controlling terminal.
 
 use crate::arguments::{self, optional_u64};
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 use crate::login_shell::LoginShell;
+/// The login shell's environment a command runs in, when there is one.
+#[cfg(target_os = "linux")]
+type Snapshot = std::sync::Arc<crate::login_shell::Snapshot>;
+#[cfg(not(target_os = "linux"))]
+type Snapshot = ();
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::{analyze, shell_workdir};
 use crate::workspace::normalize;
@@ -85,7 +90,7 @@ pub struct ShellTool {
     /// `None`: the best sandbox of this machine ([`Sandbox::detect`]).
     sandbox: Option<Result<Sandbox, SandboxUnavailable>>,
     /// The login shell's environment, shared by the clones of this tool.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     login: std::sync::Arc<LoginShell>,
 }
 
@@ -153,8 +158,8 @@ impl ShellTool {
         workdir: &Path,
         confinement: &Confinement,
         cancel: &tokio_util::sync::CancellationToken,
-    ) -> Result<Command, ToolOutput> {
-        #[cfg(unix)]
+    ) -> Result<(Command, Option<Snapshot>), ToolOutput> {
+        #[cfg(target_os = "linux")]
         {
             let capture = |capture_script: &str| {
                 confinement.command(capture_script, ShellStartup::Login).ok()
@@ -164,12 +169,12 @@ impl ShellTool {
             {
                 let mut command = confinement.command(script, ShellStartup::Plain)?;
                 snapshot.apply(&mut command);
-                return Ok(command);
+                return Ok((command, Some(snapshot)));
             }
         }
-        #[cfg(not(unix))]
+        #[cfg(not(target_os = "linux"))]
         let _ = (workdir, cancel);
-        confinement.command(script, ShellStartup::Login)
+        Ok((confinement.command(script, ShellStartup::Login)?, None))
     }
 }
 
@@ -270,7 +275,8 @@ impl Tool for ShellTool {
                 }
                 Err(output) => Err(output),
             };
-            let command = match command {
+            // The snapshot is kept until the command is spawned (it inherits its source).
+            let (command, _snapshot) = match command {
                 Ok(command) => command,
                 Err(output) => return output,
             };
