@@ -11,7 +11,7 @@ mod swarm_support;
 use kestrel_testkit::Step;
 use serde_json::{Value, json};
 use std::path::Path;
-use swarm_support::{PLANNER, SwarmTest, git, implement, of_type, stderr};
+use swarm_support::{PLANNER, SwarmTest, git, implement, implement_slowly, of_type, stderr};
 
 /// The number to lower: the sum of a.txt, b.txt and c.txt (100 at the start). It talks
 /// first: the number is its last line.
@@ -139,7 +139,12 @@ fn climb_keeps_only_the_improvement_and_says_why_for_each() {
     for (id, decision) in expected() {
         assert!(report.contains(&format!("- **{id}** — {decision}: ")), "{id}: {report}");
     }
-    assert!(report.contains("| `slower` |") && report.contains("| 80 ±0 | 100 ±0 |"), "{report}");
+    // `slower` was measured against 100 or, after `faster`, against 80: 20 worse either way.
+    let slower = report.lines().find(|line| line.starts_with("| `slower` |")).unwrap();
+    assert!(
+        slower.contains("| 100 ±0 | 120 ±0 |") || slower.contains("| 80 ±0 | 100 ±0 |"),
+        "{slower}"
+    );
     assert!(report.contains("acceptance command `sh check.sh` exited with 1"), "{report}");
     assert!(report.contains("1 file(s) +1 −1"), "{report}");
     let svg = std::fs::read_to_string(run_dir(&test, &run).join("climb.svg")).unwrap();
@@ -159,9 +164,22 @@ fn climb_keeps_only_the_improvement_and_says_why_for_each() {
     assert_eq!(by_id("faster")["merged"], true);
     assert_eq!(by_id("faster")["median"], 80.0);
     assert_eq!(by_id("faster")["baseline_median"], 100.0);
-    assert_eq!(by_id("slower")["median"], 100.0);
-    assert_eq!(by_id("slower")["baseline_median"], 80.0);
+    let slower = by_id("slower");
+    assert_eq!(
+        slower["median"].as_f64().unwrap() - slower["baseline_median"].as_f64().unwrap(),
+        20.0
+    );
     assert_eq!(by_id("broken")["median"], Value::Null);
+    // The planner was offered swarm_experiments, not swarm_plan.
+    let planner = test.requests_for(PLANNER);
+    let tools: Vec<String> = planner[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(tools.contains(&"swarm_experiments".to_string()), "{tools:?}");
+    assert!(!tools.contains(&"swarm_plan".to_string()), "{tools:?}");
     let table = test.swarm_within(&["status", &run]);
     let table = String::from_utf8_lossy(&table.stdout).into_owned();
     assert!(table.contains("climb `sh metric.sh` (lower is better): baseline 100 → 80"), "{table}");
@@ -259,4 +277,82 @@ fn a_metric_that_prints_no_number_fails_the_baseline_and_merges_nothing() {
     assert!(test.model_requests().is_empty(), "no planner without a baseline");
     let status = test.status_json(&run);
     assert!(status["climb"]["baseline_failure"].as_str().unwrap().contains("printed no number"));
+}
+
+fn millis(ts: &Value) -> i64 {
+    serde_json::from_value::<kestrel_protocol::Timestamp>(ts.clone()).unwrap().millis
+}
+
+#[test]
+fn no_metric_run_overlaps_a_role_turn() {
+    // `slow`'s implementer streams slowly while `faster` is ready to be measured: the
+    // measurement waits for the turn.
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("faster", "a.txt costs less when it holds 30"),
+                experiment("slow", "the notes slow nothing down"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 400));
+    let mut files = files();
+    files[0] = (
+        "metric.sh",
+        "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let test = SwarmTest::new(&files, steps, "");
+    let stamps = tempfile::tempdir().unwrap();
+    let stamps = stamps.path().join("stamps");
+    let mut command = test.command(&[
+        "swarm",
+        "climb",
+        "--metric",
+        METRIC,
+        "--direction",
+        "lower",
+        "--experiments",
+        "2",
+        "--runs",
+        "3",
+        "--yes",
+    ]);
+    command.env("CLIMB_STAMPS", &stamps);
+    let output = test.output_within(command);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&test.run_id());
+    assert_eq!(
+        decisions(&events),
+        [("faster".to_string(), "kept".to_string()), ("slow".to_string(), "neutral".to_string())]
+    );
+    let runs: Vec<i64> = std::fs::read_to_string(&stamps)
+        .unwrap()
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    // 3 for the first baseline, 6 per measurement, 3 for the new baseline.
+    assert_eq!(runs.len(), 3 + 6 + 6 + 3, "{runs:?}");
+    let mut turns = 0;
+    for started in of_type(&events, "turn_started") {
+        let finished = of_type(&events, "turn_finished")
+            .into_iter()
+            .find(|f| f["session"] == started["session"] && f["attempt"] == started["attempt"])
+            .unwrap();
+        let (from, to) = (millis(&started["ts"]), millis(&finished["ts"]));
+        for run in &runs {
+            assert!(
+                !(from < *run && *run < to),
+                "a metric run at {run} inside the {} turn of {} ({from}..{to})",
+                started["role"],
+                started["task"]
+            );
+        }
+        turns += 1;
+    }
+    assert_eq!(turns, 3, "the planner's and two implementers' turns");
 }

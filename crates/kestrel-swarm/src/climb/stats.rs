@@ -92,8 +92,8 @@ fn describe_change(median_a: f64, median_b: f64, gain: f64) -> String {
     } else {
         "no change"
     };
-    let percent = if median_a != 0.0 {
-        format!(" ({:.2}% {word})", (gain / median_a.abs()) * 100.0)
+    let percent = if median_a != 0.0 && gain != 0.0 {
+        format!(" ({:.2}% {word})", (gain / median_a).abs() * 100.0)
     } else {
         format!(" ({word})")
     };
