@@ -155,7 +155,7 @@ fn block_dependents(run: &Run, graph: &SwarmGraph) -> Result<(), SwarmError> {
 }
 
 /// `kestrel swarm cancel` from another process appends a request to the log.
-fn hear_requests(run: &Run) -> Result<(), SwarmError> {
+pub(crate) fn hear_requests(run: &Run) -> Result<(), SwarmError> {
     let requests = run.read_foreign()?;
     for event in requests {
         if let SwarmEvent::CancelRequested { task } = event {

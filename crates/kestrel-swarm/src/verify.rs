@@ -97,7 +97,7 @@ async fn run_all(
         // The tree is the model's: setup runs confined like the acceptance commands.
         let policy = SandboxPolicy::workspace_write(clone, network);
         let outcome = match sandbox.command(command, &policy) {
-            Ok(process) => run_one(process, clone, &file, log, spec.timeout).await?,
+            Ok(process) => run_one(process, clone, None, &file, log, spec.timeout).await?,
             Err(error) if network => {
                 Err(format!("cannot sandbox it with the network allowed: {error}"))
             }
@@ -124,17 +124,23 @@ enum Step {
     Acceptance,
 }
 
-/// Runs one command with its output appended to the log; `Err(why)` when it did not
-/// exit 0 in time. Whatever is left of its process group afterwards is killed.
-async fn run_one(
+/// Runs one command with its output appended to the log (its stdout to `stdout` when
+/// given: a climb's metric); `Err(why)` when it did not exit 0 in time. Whatever is left
+/// of its process group afterwards is killed.
+pub(crate) async fn run_one(
     mut command: tokio::process::Command,
     cwd: &Path,
+    stdout: Option<File>,
     log: &File,
     log_path: &Path,
     timeout: Duration,
 ) -> Result<Result<(), String>, SwarmError> {
-    let out =
-        log.try_clone().map_err(|error| SwarmError::io("cannot use the log", log_path, error))?;
+    let out = match stdout {
+        Some(file) => file,
+        None => log
+            .try_clone()
+            .map_err(|error| SwarmError::io("cannot use the log", log_path, error))?,
+    };
     let err =
         log.try_clone().map_err(|error| SwarmError::io("cannot use the log", log_path, error))?;
     command

@@ -5,11 +5,10 @@
 
 use crate::SwarmError;
 use crate::context::Run;
-use kestrel_platform::{Sandbox, SandboxPolicy, Signal, remove_secret_variables, spawn_group};
+use kestrel_platform::{Sandbox, SandboxPolicy};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// Which side of a measurement failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,38 +136,12 @@ impl<'a> Bench<'a> {
             SwarmError::Usage(format!("the metric runs in the OS sandbox, and {error}"))
         })?;
         let policy = SandboxPolicy::workspace_write(clone, self.run.network);
-        let mut command = match sandbox.command(self.metric, &policy) {
+        let command = match sandbox.command(self.metric, &policy) {
             Ok(command) => command,
             Err(error) => return Ok(Err(format!("cannot be sandboxed: {error}"))),
         };
-        let err =
-            log.try_clone().map_err(|error| SwarmError::io("cannot use", &self.log, error))?;
-        command
-            .current_dir(clone)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .env("CI", "true");
-        remove_secret_variables(&mut command);
-        let mut group = match spawn_group(&mut command) {
-            Ok(group) => group,
-            Err(error) => return Ok(Err(format!("could not start: {error}"))),
-        };
         let timeout = self.run.verify_timeout;
-        let waited = tokio::time::timeout(timeout, group.wait()).await;
-        let _ = group.signal(Signal::Kill);
-        Ok(match waited {
-            Ok(Ok(status)) if status.success() => Ok(()),
-            Ok(Ok(status)) => Err(match status.code() {
-                Some(code) => format!("exited with {code}"),
-                None => "was killed by a signal".to_string(),
-            }),
-            Ok(Err(error)) => Err(format!("could not be waited for: {error}")),
-            Err(_) => {
-                let _ = group.terminate(std::time::Duration::from_secs(2)).await;
-                Err(format!("timed out after {} s (verify_timeout_s)", timeout.as_secs()))
-            }
-        })
+        crate::verify::run_one(command, clone, Some(out), log, &self.log, timeout).await
     }
 }
 

@@ -278,7 +278,7 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
                         failure.get_or_insert(SwarmError::Daemon(format!("an experiment's driver died: {error}")));
                     }
                 },
-                _ = poll.tick() => hear_cancel(run)?,
+                _ = poll.tick() => crate::scheduler::hear_requests(run)?,
                 _ = &mut interrupt => {
                     run.stop.cancel();
                     drivers.abort_all();
@@ -305,22 +305,6 @@ fn kept(experiment: &kestrel_protocol::swarm::ExperimentView) -> bool {
         .result
         .as_ref()
         .is_some_and(|result| result.decision == kestrel_protocol::swarm::Decision::Kept)
-}
-
-/// `kestrel swarm cancel RUN` from another process.
-fn hear_cancel(run: &Run) -> Result<(), SwarmError> {
-    for event in run.read_foreign()? {
-        if let SwarmEvent::CancelRequested { task } = event {
-            match task {
-                Some(task) => run.task_cancel(&task).cancel(),
-                None => {
-                    run.stop.cancel();
-                    run.cancel.cancel();
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Writes how the climb ended; a finished one's worktrees go (the branch stays).
