@@ -67,6 +67,21 @@ pub fn choose_for_exec(home: &KestrelHome, config: &Config) -> Result<String, St
     }
 }
 
+/// `kestrel first-run-offer` (hidden; the UI asks it): the candidates as JSON lines,
+/// `{"model", "reason"}`.
+pub fn print_offer() -> std::process::ExitCode {
+    let Ok(home) = KestrelHome::from_env() else { return std::process::ExitCode::from(2) };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| home.root().to_path_buf());
+    let config = Config::load(&home, &cwd).unwrap_or_default();
+    let mut out = String::new();
+    for candidate in offer(&home, &config).candidates {
+        let line = serde_json::json!({"model": candidate.model_ref, "reason": candidate.reason});
+        out.push_str(&format!("{line}\n"));
+    }
+    print!("{out}");
+    std::process::ExitCode::SUCCESS
+}
+
 /// `no ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENROUTER_API_KEY is set`.
 fn keys_unset() -> String {
     let names: Vec<String> =

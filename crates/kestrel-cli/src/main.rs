@@ -61,6 +61,9 @@ enum Command {
     /// Check the set-up: config, model, keys (set or not, never shown), providers,
     /// sandbox, daemon and disk used.
     Doctor,
+    /// What a first run with no model would use, as JSON lines (for the UI; internal).
+    #[command(hide = true, name = "first-run-offer")]
+    FirstRunOffer,
     /// Build with many agents: a task graph through implementer, reviewer and verifier.
     Swarm(swarm_command::SwarmArgs),
 }
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Some(Command::Daemon(args)) => daemon_command::run(args),
         Some(Command::Resume(args)) => tui_command::run(Some(args), cli.tui),
         Some(Command::Doctor) => doctor_command::run(),
+        Some(Command::FirstRunOffer) => first_run::print_offer(),
         Some(Command::Swarm(args)) => swarm_command::run(args),
         None => tui_command::run(None, cli.tui),
     }

@@ -523,12 +523,42 @@ impl App {
             PickerKind::Resume => self.list_sessions(SessionsPurpose::Resume),
             PickerKind::Sessions => self.list_sessions(SessionsPurpose::Browse),
             PickerKind::Rewind => self.start_rewind(),
+            PickerKind::FirstModel => self.open_picker(PickerKind::Model),
         }
+    }
+
+    /// A picker of the models the environment offers (nothing when none was found: the
+    /// empty screen already says how to configure one).
+    pub(crate) fn offer_models(&mut self, offered: Vec<crate::first_run::OfferedModel>) {
+        if offered.is_empty() || self.status.model.is_some() {
+            return;
+        }
+        let items = offered
+            .into_iter()
+            .map(|offer| PickerItem {
+                label: offer.model.clone(),
+                detail: offer.reason,
+                value: offer.model,
+                depth: 0,
+            })
+            .collect();
+        let title = "No model configured: choose one (saved to config.toml)";
+        self.picker = Some(Picker::new(PickerKind::FirstModel, title, items, None));
     }
 
     /// Applies a picker's choice.
     pub(crate) fn choose(&mut self, kind: PickerKind, value: String) {
         match kind {
+            PickerKind::FirstModel => {
+                match crate::first_run::save_model(&self.home, &value) {
+                    Ok(path) => self.notice(
+                        NoticeLevel::Info,
+                        format!("model = \"{value}\" saved to {}", path.display()),
+                    ),
+                    Err(message) => self.notice(NoticeLevel::Error, message),
+                }
+                self.choose(PickerKind::Model, value);
+            }
             PickerKind::Model => match (&self.connection, self.session_id()) {
                 (Some(connection), Some(id)) => {
                     client::set_model(connection, id, value, self.events.clone())

@@ -454,8 +454,15 @@ impl App {
                         ),
                     );
                 }
+                // Nothing chosen anywhere: look for keys and local servers (never
+                // before the first frame: this runs after the config was read).
+                if config.model.is_none() && self.pending_model.is_none() && config.error.is_none()
+                {
+                    crate::first_run::look_for_models(self.program.clone(), self.events.clone());
+                }
                 self.config = config;
             }
+            AppEvent::ModelsOffered(offered) => self.offer_models(offered),
             AppEvent::CustomCommands(commands) => self.custom_commands = commands,
             AppEvent::FilesListed { cwd, files } => {
                 self.listing_files = false;

@@ -82,6 +82,8 @@ pub(crate) enum AppEvent {
     ModeChanged(Result<String, String>),
     ModelChanged(Result<Vec<acp::SessionConfigOption>, String>),
     ConfigLoaded(ConfigSummary),
+    /// What the environment offers with no model configured (`first_run`).
+    ModelsOffered(Vec<crate::first_run::OfferedModel>),
     CustomCommands(Vec<CustomCommand>),
     FilesListed {
         cwd: std::path::PathBuf,

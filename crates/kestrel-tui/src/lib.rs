@@ -14,6 +14,7 @@ mod composer;
 mod diff_view;
 mod error;
 mod event;
+mod first_run;
 mod fuzzy;
 mod highlight;
 mod keys;

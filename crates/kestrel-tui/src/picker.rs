@@ -23,6 +23,8 @@ pub(crate) enum PickerKind {
     Sessions,
     /// A message to edit (Esc Esc).
     Rewind,
+    /// A model for a UI opened with none configured (saved to config.toml).
+    FirstModel,
 }
 
 /// One choice.

@@ -40,6 +40,11 @@ impl TuiTest {
     pub fn command(&self, args: &[&str]) -> std::process::Command {
         let mut command = self.env.command(args);
         command.env("KESTREL_DAEMON_IDLE_SECS", "120").env_remove("COLORTERM");
+        // A UI with no model looks for keys and local servers: none of this machine's.
+        for key in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"] {
+            command.env_remove(key);
+        }
+        command.env("KESTREL_PROBE_PORTS", "ollama=1,lmstudio=1,llamacpp=1,vllm=1");
         command
     }
 
