@@ -37,6 +37,11 @@ struct Cluster {
 
 impl Cluster {
     fn new(test: &SwarmTest, address: &str) -> Cluster {
+        Cluster::with(test, address, "executor = \"ray\"", "job_timeout_s = 300\nmemory_mb = 64\n")
+    }
+
+    /// With `swarm` as the `[swarm]` keys and `ray` added to `[swarm.ray]`.
+    fn with(test: &SwarmTest, address: &str, swarm: &str, ray: &str) -> Cluster {
         let cluster = Cluster {
             remote: tempfile::tempdir().unwrap(),
             node_home: tempfile::tempdir().unwrap(),
@@ -47,18 +52,14 @@ impl Cluster {
         std::fs::write(&keys, format!("{}=sk-test\n", swarm_support::KEY_VAR)).unwrap();
         let ray = format!(
             "[swarm.ray]\naddress = \"{address}\"\nremote = \"{remote}\"\nkestrel = \"{kestrel}\"\n\
-             env_file = \"{keys}\"\njob_timeout_s = 300\n\
+             env_file = \"{keys}\"\n{ray}\
              env = {{ KESTREL_HOME = \"{home}\", KESTREL_CATALOG_URL = \"off\", PYENV_REHASH_TIMEOUT = \"1\" }}\n",
             remote = cluster.remote_url(),
             kestrel = env!("CARGO_BIN_EXE_kestrel"),
             keys = keys.display(),
             home = cluster.node_home.path().display(),
         );
-        test.write_config_parts(&ConfigParts {
-            swarm: "executor = \"ray\"",
-            extra: &ray,
-            ..ConfigParts::default()
-        });
+        test.write_config_parts(&ConfigParts { swarm, extra: &ray, ..ConfigParts::default() });
         // The nodes' own config: the same providers, no key in it.
         let config = std::fs::read_to_string(test.home.path().join("config.toml")).unwrap();
         std::fs::write(cluster.node_home.path().join("config.toml"), config).unwrap();
@@ -311,6 +312,8 @@ fn a_lost_node_is_retried_once_from_the_pushed_state_and_a_second_loss_fails_the
     // What the cluster was given: resources, the nodes' variables, never the key.
     let submitted = jobs.jobs();
     assert!(submitted.iter().all(|job| job.entrypoint_num_cpus == Some(1.0)), "{submitted:#?}");
+    let memory = Some(64 * 1024 * 1024);
+    assert!(submitted.iter().all(|job| job.entrypoint_memory == memory), "{submitted:#?}");
     for job in &submitted {
         assert!(!job.env_vars.values().any(|value| value.contains("sk-test")), "{job:?}");
         assert!(!job.entrypoint.contains("sk-test"), "{job:?}");
@@ -370,6 +373,103 @@ fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
     assert!(job.stop_requested, "{job:?}");
     let events = test.events(&run);
     assert_eq!(of_type(&events, "task_cancelled").len(), 1, "{events:#?}");
+}
+
+/// A rejected attempt's second implementer turn is a new job on another node (as far as
+/// it knows): it continues the first turn's session from the record the first pushed.
+#[test]
+fn a_rejected_attempt_goes_on_in_the_same_implementer_session_on_the_next_job() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let mut steps = implement("first", &[("first.txt", "draft\n")]);
+    steps.extend(review("first", 1, false, &["first.txt must say one"]));
+    steps.extend(implement("first", &[("first.txt", "one\n")]));
+    steps.extend(review("first", 2, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let run = test.run_id();
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:first.txt")]), "one\n");
+    let events = test.events(&run);
+    let sessions: Vec<&Value> = of_type(&events, "turn_started")
+        .into_iter()
+        .filter(|e| e["role"] == "implementer")
+        .map(|e| &e["session"])
+        .collect();
+    assert_eq!(sessions.len(), 2, "{events:#?}");
+    assert_eq!(sessions[0], sessions[1], "one implementer session: {events:#?}");
+    // The second turn's request carries the first turn and the reviewer's findings.
+    let last = test.requests_for(swarm_support::IMPLEMENTER).pop().unwrap();
+    let text = last["messages"].to_string();
+    assert!(text.contains("draft") && text.contains("first.txt must say one"), "{text}");
+    // Each job ran in a clone of its own: the node's home holds the session once.
+    let node = kestrel_store::KestrelHome::at(cluster.node_home.path());
+    let listed = kestrel_store::SessionIndex::list(&node).unwrap();
+    let implementer = sessions[0].as_str().unwrap();
+    assert_eq!(listed.iter().filter(|s| s.id.as_str() == implementer).count(), 1);
+}
+
+/// A node lost after it pushed the record of its running turn: the retry's node
+/// continues that session (one implementer session, its first prompt kept).
+#[test]
+fn a_node_lost_mid_turn_after_a_record_push_is_continued_in_the_same_session() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let lost = |id: &str| id.ends_with("-first-1-implementer-0");
+    let loss = kestrel_testkit::NodeLoss::of_job_where(lost);
+    jobs.lose_node(loss.once_log_contains("kestrel.swarm.record_pushed"));
+    // The first request streams for ~14 s: the node pushes the record at 10 s, then dies.
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 2000);
+    steps.truncate(1);
+    steps.extend(implement("first", &[("first.txt", "one\n")]));
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let run = test.run_id();
+    assert!(jobs.job(&format!("kestrel-{run}-first-1-implementer-0")).unwrap().node_lost);
+    let events = test.events(&run);
+    let sessions: Vec<&Value> = of_type(&events, "turn_started")
+        .into_iter()
+        .filter(|e| e["role"] == "implementer")
+        .map(|e| &e["session"])
+        .collect();
+    assert_eq!(sessions.len(), 1, "the retry continued the session: {events:#?}");
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+}
+
+#[test]
+fn a_job_past_its_deadline_is_stopped_and_fails_its_attempt_naming_the_key() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 1500);
+    steps.truncate(1);
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::with(
+        &test,
+        &jobs.address(),
+        "executor = \"ray\"\nmax_attempts = 1",
+        "job_timeout_s = 2\n",
+    );
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("job_timeout_s (2 s)"), "{err}");
+    let run = test.run_id();
+    let job = jobs.job(&format!("kestrel-{run}-first-1-implementer-0")).unwrap();
+    assert!(job.stop_requested, "{job:?}");
+    assert!(jobs.job(&format!("kestrel-{run}-first-1-implementer-1")).is_none(), "not retried");
 }
 
 #[test]

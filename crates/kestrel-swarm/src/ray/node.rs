@@ -9,7 +9,8 @@ use super::spec::{JobResult, JobSpec, JobWork, RESULT_TYPE, records_ref};
 use crate::SwarmError;
 use crate::git::Git;
 use crate::verify::{VerifySpec, verify};
-use kestrel_protocol::SessionId;
+use kestrel_protocol::swarm::SwarmSessionTag;
+use kestrel_protocol::{RecordHeaderLine, SessionId};
 use kestrel_store::{KestrelHome, export_record, import_record};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -107,21 +108,24 @@ async fn turn(
     };
     let home = KestrelHome::from_env()?;
     let records = records_ref(&tag.run, &tag.task);
-    let records_tip = fetch(repo, remote, &records, "refs/kestrel/records").await?;
-    // The session travels with the task: a retry on any node continues it. One whose
-    // record was never pushed (its node was lost first) starts again as a new session.
+    let mut records_tip = fetch(repo, remote, &records, "refs/kestrel/records").await?;
+    // The session travels with the task: a retry on any node continues it — the one the
+    // spec names, else the one a lost node of this very turn pushed while it worked. One
+    // whose record was never pushed starts again as a new session.
     let mut session = session.clone();
-    if let Some(id) = &session {
-        let shipped = match &records_tip {
-            Some(tip) => read_file(repo, tip, &format!("{id}.jsonl")).await?,
-            None => None,
-        };
-        match shipped {
-            Some(bytes) => {
-                import_record(&home, &bytes)?;
-            }
-            None => session = None,
+    let shipped = match (&records_tip, &session) {
+        (None, _) => None,
+        (Some(tip), Some(id)) => {
+            read_file(repo, tip, &format!("{id}.jsonl")).await?.map(|bytes| (id.clone(), bytes))
         }
+        (Some(tip), None) => record_of_turn(repo, tip, tag).await?,
+    };
+    match shipped {
+        Some((id, bytes)) => {
+            import_record(&home, &bytes)?;
+            session = Some(id);
+        }
+        None => session = None,
     }
     let session = &session;
     let mut command = tokio::process::Command::new(program);
@@ -153,18 +157,37 @@ async fn turn(
         let _ = stdin.write_all(prompt.as_bytes()).await;
     }
     let mut session_id = session.clone();
+    let mut pushes = tokio::time::interval(RECORD_PUSH);
+    pushes.tick().await;
     if let Some(stdout) = child.stdout.take() {
         let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // Passed on as it comes: the job's log is how the orchestrator follows it.
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-            if session_id.is_none()
-                && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
-                && event["type"] == "session.started"
-            {
-                session_id = event["session_id"].as_str().map(str::to_string);
+        loop {
+            tokio::select! {
+                line = lines.next_line() => {
+                    let Ok(Some(line)) = line else { break };
+                    // Passed on as it comes: the job's log is how the orchestrator follows it.
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                    if session_id.is_none()
+                        && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                        && event["type"] == "session.started"
+                    {
+                        session_id = event["session_id"].as_str().map(str::to_string);
+                    }
+                }
+                _ = pushes.tick() => {
+                    // The record so far: the orchestrator shows its spend, and a retry
+                    // after this node is lost continues the session from here.
+                    if let Some(id) = &session_id
+                        && let Ok(tip) = push_record(&home, repo, remote, records_tip.as_deref(), tag, id).await
+                    {
+                        records_tip = Some(tip);
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{{\"type\":\"kestrel.swarm.record_pushed\",\"session\":\"{id}\"}}");
+                        let _ = out.flush();
+                    }
+                }
             }
         }
     }
@@ -183,12 +206,47 @@ async fn turn(
         }
         commit = Some(head);
     }
-    let record = export_record(&home, &SessionId::from_string(&session_id))?;
-    let files = vec![(format!("{session_id}.jsonl"), record)];
-    let message = format!("records of {} {}", tag.task, tag.role.as_str());
-    let tip = commit_files(repo, records_tip.as_deref(), &files, &message).await?;
-    push(repo, remote, &tip, &records, false).await?;
+    push_record(&home, repo, remote, records_tip.as_deref(), tag, &session_id).await?;
     Ok(JobResult { session: Some(session_id), commit, ..JobResult::default() })
+}
+
+/// How often a running turn's record is pushed.
+const RECORD_PUSH: Duration = Duration::from_secs(10);
+
+/// Pushes the session's record as it stands onto the task's records ref (after
+/// `parent`, the tip this node last saw or made); returns the new tip.
+async fn push_record(
+    home: &KestrelHome,
+    repo: &Git,
+    remote: &str,
+    parent: Option<&str>,
+    tag: &SwarmSessionTag,
+    session: &str,
+) -> Result<String, SwarmError> {
+    let record = export_record(home, &SessionId::from_string(session))?;
+    let files = vec![(format!("{session}.jsonl"), record)];
+    let message = format!("records of {} {}", tag.task, tag.role.as_str());
+    let tip = commit_files(repo, parent, &files, &message).await?;
+    push(repo, remote, &tip, &records_ref(&tag.run, &tag.task), false).await?;
+    Ok(tip)
+}
+
+/// The record of this very turn (run, task, role and attempt) among the pushed ones.
+async fn record_of_turn(
+    repo: &Git,
+    tip: &str,
+    tag: &SwarmSessionTag,
+) -> Result<Option<(String, Vec<u8>)>, SwarmError> {
+    let listed = repo.run(&["ls-tree", "--name-only", "-z", tip]).await?.stdout;
+    for name in listed.split('\0').filter(|name| name.ends_with(".jsonl")) {
+        let Some(bytes) = read_file(repo, tip, name).await? else { continue };
+        let first = bytes.split(|byte| *byte == b'\n').next().unwrap_or_default();
+        let Ok(line) = serde_json::from_slice::<RecordHeaderLine>(first) else { continue };
+        if line.header.swarm.as_ref() == Some(tag) {
+            return Ok(Some((line.header.id.to_string(), bytes)));
+        }
+    }
+    Ok(None)
 }
 
 /// `NAME=value` lines (blank lines and `#` comments skipped, `export ` allowed).

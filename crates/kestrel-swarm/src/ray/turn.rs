@@ -19,6 +19,9 @@ use kestrel_store::StoreError;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
 
+/// How often a running turn's pushed record is brought in.
+const RECORD_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub async fn run_turn(
     run: &Run,
     ray: &RayExecutor,
@@ -91,7 +94,26 @@ pub async fn run_turn(
         }
     };
     let metadata = metadata(tag);
-    let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel, &run.stop).await?;
+    // While the job runs, its node pushes the record now and then: brought in here so
+    // `status` shows the turn's spend as it grows.
+    let ended = CancellationToken::new();
+    let job_run = async {
+        let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel, &run.stop).await;
+        ended.cancel();
+        end
+    };
+    let refresh = async {
+        loop {
+            tokio::select! {
+                () = ended.cancelled() => break,
+                () = tokio::time::sleep(RECORD_REFRESH) => {
+                    let _ = import_records(run, ray, tag).await;
+                }
+            }
+        }
+    };
+    let (end, ()) = tokio::join!(job_run, refresh);
+    let end = end?;
     if let Some(error) = emit_error {
         return Err(error);
     }
