@@ -88,21 +88,28 @@ def _controlling_tty():
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True, when_ready=None) -> PtyRun:
-    """Starts argv on a fresh 120x40 pty, types MARKER at once and every RETYPE_S, and
-    watches the screen until the marker is drawn, the process exits, or `timeout` s
-    pass; then calls `when_ready(pid)` if the marker showed (its result lands in
-    `PtyRun.measured`) and ends the process."""
+def spawn_in_pty(argv, env, cwd):
+    """argv on a fresh 120x40 pty with echo off (only the program may show what was
+    typed): the master side, the process and when it was started (perf_counter)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     attributes = termios.tcgetattr(slave)
-    attributes[3] &= ~termios.ECHO  # only the program may show what was typed
+    attributes[3] &= ~termios.ECHO
     termios.tcsetattr(slave, termios.TCSANOW, attributes)
     env = dict(env, TERM="xterm-256color", COLUMNS=str(COLUMNS), LINES=str(ROWS))
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
                             preexec_fn=_controlling_tty, close_fds=True)
     os.close(slave)
+    return master, proc, started
+
+
+def start_in_pty(argv, env, cwd, timeout=3.0, type_marker=True, when_ready=None) -> PtyRun:
+    """Starts argv on a fresh 120x40 pty, types MARKER at once and every RETYPE_S, and
+    watches the screen until the marker is drawn, the process exits, or `timeout` s
+    pass; then calls `when_ready(pid)` if the marker showed (its result lands in
+    `PtyRun.measured`) and ends the process."""
+    master, proc, started = spawn_in_pty(argv, env, cwd)
     if type_marker:
         os.write(master, MARKER.encode())
     output = bytearray()
@@ -163,16 +170,7 @@ def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
     paint is the first printable text, as in `start_in_pty`; the text is looked for in
     the raw output, as the input-ready marker is (a first draw of a line writes it whole),
     so that the harness's own work per chunk stays small and does not delay what it sees."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
-    attributes = termios.tcgetattr(slave)
-    attributes[3] &= ~termios.ECHO  # only the program may show what was typed
-    termios.tcsetattr(slave, termios.TCSANOW, attributes)
-    env = dict(env, TERM="xterm-256color", COLUMNS=str(COLUMNS), LINES=str(ROWS))
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
-                            preexec_fn=_controlling_tty, close_fds=True)
-    os.close(slave)
+    master, proc, started = spawn_in_pty(argv, env, cwd)
     output = bytearray()
     typed = False
     first_paint_ms = drawn_ms = None

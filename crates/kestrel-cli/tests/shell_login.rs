@@ -4,11 +4,13 @@
 //! model, the profile runs once per session, and again after it changed. Through
 //! `kestrel exec` in auto (sandboxed) and yolo, with a temp HOME.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{TestEnv, Wire, stderr};
 use kestrel_testkit::{Script, Step};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 
 /// A login profile that changes what commands see, counts its runs in `$HOME/runs`, and
@@ -45,15 +47,19 @@ fn shell_calls(commands: &[&str]) -> Script {
     Script::new(steps)
 }
 
-/// The shell results of the session, in order: (output, is_error).
-fn results(env: &TestEnv) -> Vec<(String, bool)> {
-    env.record_items()
-        .iter()
-        .filter(|item| item["type"] == "tool_result")
-        .map(|item| {
-            (item["output"].as_str().unwrap().to_string(), item["is_error"] == Value::Bool(true))
-        })
-        .collect()
+/// `kestrel exec --mode MODE` running `commands` with `home` as HOME; the shell results,
+/// in order: (output, is_error).
+fn exec_in_home(home: &Path, mode: &str, commands: &[&str]) -> Vec<(String, bool)> {
+    let env = TestEnv::new(Wire::Chat, shell_calls(commands));
+    let output = env
+        .command(&["exec", "--mode", mode, "run the commands"])
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{mode}: {}", stderr(&output));
+    let results = env.tool_results();
+    assert_eq!(results.len(), commands.len(), "{mode}: {results:?}");
+    results
 }
 
 fn profile_runs(home: &Path) -> usize {
@@ -66,15 +72,7 @@ fn login_profile_path_functions_and_aliases_reach_commands_without_its_noise() {
         let home = login_home();
         let command = "kq-tool; greet world; kq; echo value=$KESTREL_PROFILE_VALUE; \
                        echo token=${KESTREL_PROFILE_TOKEN:-unset}";
-        let env = TestEnv::new(Wire::Chat, shell_calls(&[command, command, command]));
-        let output = env
-            .command(&["exec", "--mode", mode, "run it"])
-            .env("HOME", home.path())
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{mode}: {}", stderr(&output));
-        let results = results(&env);
-        assert_eq!(results.len(), 3, "{mode}: {results:?}");
+        let results = exec_in_home(home.path(), mode, &[command, command, command]);
         for (text, is_error) in &results {
             assert!(!is_error, "{mode}: {text}");
             for expected in [
@@ -102,15 +100,7 @@ fn a_changed_profile_is_read_again() {
     let change =
         format!("sed -i s/from-profile-1/from-profile-2/ {} && echo changed", profile.display());
     let show = "echo value=$KESTREL_PROFILE_VALUE";
-    let env = TestEnv::new(Wire::Chat, shell_calls(&[show, &change, show]));
-    let output = env
-        .command(&["exec", "--mode", "yolo", "change the profile"])
-        .env("HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = results(&env);
-    assert_eq!(results.len(), 3, "{results:?}");
+    let results = exec_in_home(home.path(), "yolo", &[show, &change, show]);
     assert!(results[0].0.contains("value=from-profile-1"), "{results:?}");
     assert!(results[1].0.contains("changed"), "{results:?}");
     assert!(results[2].0.contains("value=from-profile-2"), "the new profile: {results:?}");
@@ -127,15 +117,7 @@ fn a_profile_that_fails_leaves_commands_running_in_a_login_shell() {
         "echo ran >> \"$HOME/runs\"\nexport KESTREL_PROFILE_VALUE=early\nexit 3\n",
     )
     .unwrap();
-    let env = TestEnv::new(Wire::Chat, shell_calls(&["echo value=$KESTREL_PROFILE_VALUE"; 2]));
-    let output = env
-        .command(&["exec", "--mode", "yolo", "run it"])
-        .env("HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = results(&env);
-    assert_eq!(results.len(), 2, "{results:?}");
+    let results = exec_in_home(home.path(), "yolo", &["echo value=$KESTREL_PROFILE_VALUE"; 2]);
     // `exit` in the profile ends the login shell before the command: as before.
     for (text, _) in &results {
         assert!(text.contains("Exit code: 3"), "{results:?}");

@@ -105,6 +105,18 @@ impl TestEnv {
         assert_eq!(records.len(), 1, "expected one record, found {records:?}");
         read_lines(&records[0]).into_iter().skip(1).collect()
     }
+
+    /// The tool results of the only record, in order: (output, is_error).
+    pub fn tool_results(&self) -> Vec<(String, bool)> {
+        self.record_items()
+            .iter()
+            .filter(|item| item["type"] == "tool_result")
+            .map(|item| {
+                let output = item["output"].as_str().unwrap_or_default().to_string();
+                (output, item["is_error"] == serde_json::Value::Bool(true))
+            })
+            .collect()
+    }
 }
 
 pub fn read_lines(path: &Path) -> Vec<serde_json::Value> {
