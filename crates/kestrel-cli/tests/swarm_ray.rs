@@ -447,6 +447,41 @@ fn a_node_lost_mid_turn_after_a_record_push_is_continued_in_the_same_session() {
     assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
 }
 
+/// A turn failed on a provider's rate limit (the node's own retries used up) is sent
+/// again after a pause, in the same session, as on the local executor: no attempt used.
+#[test]
+fn a_rate_limited_turn_on_a_node_is_sent_again_in_the_same_session_after_a_pause() {
+    let jobs = kestrel_testkit::JobsServer::start().unwrap();
+    let mut steps = implement("first", &[("first.txt", "one\n")]);
+    steps[0] = steps[0].clone().with_fault(kestrel_testkit::Fault::Status {
+        status: 429,
+        retry_after_secs: Some(0),
+        message: None,
+        times: Some(2),
+    });
+    steps.extend(review("first", 1, true, &[]));
+    let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
+    let _cluster = Cluster::new(&test, &jobs.address());
+    let graph = test.graph(
+        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
+    );
+    let output = test.swarm_within(&["run", "--graph", &graph]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "rate_limited").len(), 1, "{events:#?}");
+    assert_eq!(of_type(&events, "attempt_started").len(), 1, "{events:#?}");
+    let implementer: Vec<&Value> = of_type(&events, "turn_started")
+        .into_iter()
+        .filter(|e| e["role"] == "implementer")
+        .collect();
+    assert_eq!(implementer.len(), 1, "one session: {events:#?}");
+    let resent = format!("kestrel-{run}-first-1-implementer-r1-0");
+    assert_eq!(jobs.job(&resent).unwrap().status, kestrel_testkit::JobStatus::Succeeded);
+    assert_eq!(of_type(&events, "merged").len(), 1, "{events:#?}");
+}
+
 #[test]
 fn a_job_past_its_deadline_is_stopped_and_fails_its_attempt_naming_the_key() {
     let jobs = kestrel_testkit::JobsServer::start().unwrap();

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 /// How often one turn is sent again after its worker died or the daemon went away.
 const MAX_RESENDS: u32 = 3;
 /// How often a turn that failed on a rate limit is sent again.
-const MAX_RATE_LIMITED: u32 = 6;
+pub(crate) const MAX_RATE_LIMITED: u32 = 6;
 
 /// A turn to run.
 pub struct TurnSpec<'a> {
@@ -350,7 +350,7 @@ pub(crate) fn record_finished(
 /// A failure the provider may not repeat: a rate limit, a server error, a broken
 /// stream. Such a turn is sent again after a pause of the whole run instead of using up
 /// an attempt (a provider's outage would fail every task within seconds).
-fn is_transient(message: &str) -> bool {
+pub(crate) fn is_transient(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
     ["429", "rate limit", "with http 5", "broke off", "timed out", "connection"]
         .iter()

@@ -12,9 +12,12 @@ use crate::SwarmError;
 use crate::context::Run;
 use crate::git::Git;
 use crate::outcome::{RecordedTurn, recorded_turn};
-use crate::turn::{TurnResult, TurnSpec, finish, finished, record_finished, take_slot};
+use crate::turn::{
+    MAX_RATE_LIMITED, TurnResult, TurnSpec, finish, finished, is_transient, record_finished,
+    take_slot,
+};
 use kestrel_protocol::swarm::{SwarmEvent, SwarmRole, SwarmSessionTag, task_branch};
-use kestrel_protocol::{RecordHeaderLine, SessionId};
+use kestrel_protocol::{RecordHeaderLine, SessionId, StopReason};
 use kestrel_store::StoreError;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
@@ -58,29 +61,109 @@ pub async fn run_turn(
             .commit_all(&format!("{}: merge {} (conflicts to resolve)", tag.task, run.branch))
             .await?;
     }
+    let job = format!("kestrel-{}-{}-{}-{}", run.id, tag.task, tag.attempt, tag.role.as_str());
+    let mut session = spec.session.clone();
+    let mut rate_limited = 0;
+    loop {
+        // A turn failed on a rate limit or a provider's outage is sent again in the same
+        // session after a pause of the whole run, as locally: a job of its own each time.
+        let name = if rate_limited == 0 { job.clone() } else { format!("{job}-r{rate_limited}") };
+        let (end, started) =
+            submit_turn(run, ray, &spec, &worktree, &name, session.clone(), cancel).await?;
+        session = started.or(session);
+        import_records(run, ray, tag).await?;
+        if implementer {
+            take_branch(run, ray, &worktree, &branch, tag).await?;
+        }
+        let current = session.clone().unwrap_or_else(|| SessionId::from_string(&name));
+        let failed = |message: String| Ok(TurnResult::Failed { session: current.clone(), message });
+        let result = match end {
+            JobEnd::Cancelled => {
+                if let Some(recorded) = recorded_here(run, &current, &line)? {
+                    record_finished(run, tag, &current, &recorded, "cancelled")?;
+                }
+                return Ok(TurnResult::Cancelled);
+            }
+            JobEnd::TimedOut => {
+                return failed(format!(
+                    "the Ray job ran past [swarm.ray] job_timeout_s ({} s) and was stopped",
+                    ray.settings.job_timeout_s
+                ));
+            }
+            JobEnd::Lost(why) => return failed(format!("the Ray job was lost twice: {why}")),
+            JobEnd::Done(result) => result,
+        };
+        if let Some(error) = result.error {
+            return failed(format!("the Ray job failed on its node: {error}"));
+        }
+        let Some(id) = result.session else {
+            return failed("the Ray job named no session".to_string());
+        };
+        let current = SessionId::from_string(&id);
+        let recorded = recorded_here(run, &current, &line)?.unwrap_or_default();
+        let transient = recorded.ended == Some(StopReason::Failed)
+            && recorded.error.as_deref().is_some_and(is_transient);
+        if transient && rate_limited < MAX_RATE_LIMITED {
+            rate_limited += 1;
+            session = Some(current);
+            let wait = std::time::Duration::from_secs(1u64 << rate_limited.min(5));
+            run.pause_until(tokio::time::Instant::now() + wait);
+            let until = kestrel_protocol::Timestamp {
+                millis: kestrel_protocol::Timestamp::now().millis
+                    + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
+            };
+            run.emit(SwarmEvent::RateLimited { task: tag.task.clone(), until })?;
+            run.wait_for_pause().await;
+            continue;
+        }
+        if recorded.prompted && finished(&recorded) {
+            return finish(run, tag, &current, recorded);
+        }
+        record_finished(run, tag, &current, &recorded, "interrupted")?;
+        return Ok(TurnResult::Failed {
+            session: current,
+            message: "the turn did not finish on its node (its record has no end)".to_string(),
+        });
+    }
+}
+
+/// One job of a turn, from the worktree's commit: the branch, the integration branch
+/// and the spec pushed, the job followed to its end (its record brought in as it grows).
+/// Returns how it ended and the session its node announced.
+async fn submit_turn(
+    run: &Run,
+    ray: &RayExecutor,
+    spec: &TurnSpec<'_>,
+    worktree: &Git,
+    job: &str,
+    session: Option<SessionId>,
+    cancel: &CancellationToken,
+) -> Result<(JobEnd, Option<SessionId>), SwarmError> {
+    let tag = &spec.tag;
+    let branch = format!("refs/heads/{}", task_branch(&run.id, &tag.task));
     let commit = worktree.head().await?;
-    push(&worktree, ray.remote(), &commit, &branch, true).await?;
+    push(worktree, ray.remote(), &commit, &branch, true).await?;
     // The reviewer's range names the integration branch: the node makes it from this.
     let integration = format!("refs/heads/{}", run.branch);
     push(&run.repo, ray.remote(), &run.branch, &integration, true).await?;
-    let job = format!("kestrel-{}-{}-{}-{}", run.id, tag.task, tag.attempt, tag.role.as_str());
     let title = run.graph().task(&tag.task).map(|task| task.title.clone()).unwrap_or_default();
+    let implementer = tag.role == SwarmRole::Implementer;
     let job_spec = JobSpec {
         fetch: branch.clone(),
-        commit: commit.clone(),
+        commit,
         env_file: ray.settings.env_file.clone(),
         integration: Some(run.branch.clone()),
         work: JobWork::Turn {
             tag: tag.clone(),
             model: spec.model.to_string(),
             prompt: spec.prompt.clone(),
-            session: spec.session.as_ref().map(ToString::to_string),
+            session: session.as_ref().map(ToString::to_string),
             push_branch: implementer.then(|| branch.clone()),
             message: format!("{}: {} (attempt {})", tag.task, title, tag.attempt),
         },
     };
-    let spec_ref = publish_spec(run, ray, &job, &job_spec).await?;
-    let mut started: Option<SessionId> = spec.session.clone();
+    let spec_ref = publish_spec(run, ray, job, &job_spec).await?;
+    let mut started: Option<SessionId> = None;
     let mut emit_error = None;
     let mut on_event = |event: &serde_json::Value| {
         if event["type"] != "session.started" {
@@ -93,12 +176,12 @@ pub async fn run_turn(
             emit_error = Some(error);
         }
     };
-    let metadata = metadata(tag);
     // While the job runs, its node pushes the record now and then: brought in here so
     // `status` shows the turn's spend as it grows.
     let ended = CancellationToken::new();
     let job_run = async {
-        let end = ray.run_job(&job, &spec_ref, metadata, &mut on_event, cancel, &run.stop).await;
+        let metadata = metadata(tag);
+        let end = ray.run_job(job, &spec_ref, metadata, &mut on_event, cancel, &run.stop).await;
         ended.cancel();
         end
     };
@@ -117,43 +200,7 @@ pub async fn run_turn(
     if let Some(error) = emit_error {
         return Err(error);
     }
-    import_records(run, ray, tag).await?;
-    if implementer {
-        take_branch(run, ray, &worktree, &branch, tag).await?;
-    }
-    let session = started.unwrap_or_else(|| SessionId::from_string(&job));
-    let failed = |message: String| Ok(TurnResult::Failed { session: session.clone(), message });
-    match end {
-        JobEnd::Cancelled => {
-            if let Some(recorded) = recorded_here(run, &session, &line)? {
-                record_finished(run, tag, &session, &recorded, "cancelled")?;
-            }
-            Ok(TurnResult::Cancelled)
-        }
-        JobEnd::TimedOut => failed(format!(
-            "the Ray job ran past [swarm.ray] job_timeout_s ({} s) and was stopped",
-            ray.settings.job_timeout_s
-        )),
-        JobEnd::Lost(why) => failed(format!("the Ray job was lost twice: {why}")),
-        JobEnd::Done(result) => {
-            if let Some(error) = result.error {
-                return failed(format!("the Ray job failed on its node: {error}"));
-            }
-            let Some(id) = result.session else {
-                return failed("the Ray job named no session".to_string());
-            };
-            let session = SessionId::from_string(&id);
-            let recorded = recorded_here(run, &session, &line)?.unwrap_or_default();
-            if recorded.prompted && finished(&recorded) {
-                return finish(run, tag, &session, recorded);
-            }
-            record_finished(run, tag, &session, &recorded, "interrupted")?;
-            Ok(TurnResult::Failed {
-                session,
-                message: "the turn did not finish on its node (its record has no end)".to_string(),
-            })
-        }
-    }
+    Ok((end, started))
 }
 
 /// The turn as this home's copy of the session's record has it; `None` when no copy
