@@ -356,3 +356,25 @@ fn no_metric_run_overlaps_a_role_turn() {
     }
     assert_eq!(turns, 3, "the planner's and two implementers' turns");
 }
+
+#[test]
+fn max_cost_stops_a_climb_and_resume_goes_on() {
+    let test = SwarmTest::new(&files(), script(), "");
+    let mut args = climb_args();
+    args.extend(["--max-cost", "0"]);
+    let output = test.swarm_within(&args);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "budget_reached").len(), 1);
+    assert_eq!(of_type(&events, "run_finished")[0]["state"], "budget");
+    assert!(of_type(&events, "experiments_proposed").is_empty(), "no planner turn started");
+    assert!(test.model_requests().is_empty());
+
+    let output = test.swarm_within(&["resume", &run, "--max-cost", "100"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), expected());
+    assert_eq!(of_type(&events, "baseline_measured").len(), 2, "the first baseline kept");
+    assert_only_the_improvement_merged(&test, &run);
+}
