@@ -182,8 +182,8 @@ fn auto_without_a_sandbox_asks_instead_of_running_unconfined() {
     // Already in auto: it does not suggest auto, nor say that a user denied it.
     assert!(!results[0].0.contains("auto:") && !results[0].0.contains("the user denied"));
     assert!(results[0].0.contains("with --mode yolo"), "{results:?}");
-    // The missing sandbox is said once, on stderr.
-    let said = stderr(&output).matches("no sandbox available").count();
+    // The missing sandbox is said once, on stderr (besides each refused call's progress line).
+    let said = stderr(&output).matches("kestrel: no sandbox available").count();
     assert_eq!(said, 1, "{}", stderr(&output));
     assert!(!env.work.path().join("made.txt").exists(), "it ran without a sandbox");
     // Known read-only commands still run.
