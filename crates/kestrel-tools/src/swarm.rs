@@ -373,7 +373,10 @@ mod tests {
     #[test]
     fn each_role_gets_only_its_own_tool() {
         let names = |role, kind| {
-            role_tools(&tag(role, kind)).iter().map(|tool| tool.definition().name).collect::<Vec<_>>()
+            role_tools(&tag(role, kind))
+                .iter()
+                .map(|tool| tool.definition().name)
+                .collect::<Vec<_>>()
         };
         assert_eq!(names(SwarmRole::Planner, RunKind::Build), [PLAN_TOOL]);
         assert_eq!(names(SwarmRole::Planner, RunKind::Climb), [EXPERIMENTS_TOOL]);
@@ -395,8 +398,9 @@ mod tests {
             .await;
         assert!(!output.is_error, "{}", output.content);
         assert!(output.content.starts_with("experiments recorded: 2 (a, b)"), "{}", output.content);
-        let output =
-            SwarmExperimentsTool.run(json!({"experiments": [one("a"), one("a")]}), &context()).await;
+        let output = SwarmExperimentsTool
+            .run(json!({"experiments": [one("a"), one("a")]}), &context())
+            .await;
         assert!(output.is_error);
         assert!(output.content.contains("- experiment id `a` is used twice"), "{}", output.content);
         let output = SwarmExperimentsTool.run(json!({"tasks": []}), &context()).await;
