@@ -11,7 +11,9 @@ mod swarm_support;
 use kestrel_testkit::Step;
 use serde_json::{Value, json};
 use std::path::Path;
-use swarm_support::{PLANNER, SwarmTest, git, implement, implement_slowly, of_type, stderr};
+use swarm_support::{
+    PLANNER, SwarmTest, git, implement, implement_slowly, of_type, review, stderr,
+};
 
 /// The number to lower: the sum of a.txt, b.txt and c.txt (100 at the start). It talks
 /// first: the number is its last line.
@@ -377,4 +379,59 @@ fn max_cost_stops_a_climb_and_resume_goes_on() {
     assert_eq!(decisions(&events), expected());
     assert_eq!(of_type(&events, "baseline_measured").len(), 2, "the first baseline kept");
     assert_only_the_improvement_merged(&test, &run);
+}
+
+#[test]
+fn with_review_a_rejected_experiment_is_never_measured() {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("faster", "a.txt costs less when it holds 30"),
+                experiment("slower", "b.txt at 50 looks simpler"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement("slower", &[("b.txt", "50\n")]));
+    steps.extend(review("faster", 1, true, &[]));
+    steps.extend(review("slower", 1, false, &["b.txt grows the sum"]));
+    let test = SwarmTest::new(&files(), steps, "");
+    let output = test.swarm_within(&[
+        "climb",
+        "--metric",
+        METRIC,
+        "--direction",
+        "lower",
+        "--experiments",
+        "2",
+        "--runs",
+        "3",
+        "--review",
+        "--yes",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(
+        decisions(&events),
+        [
+            ("faster".to_string(), "kept".to_string()),
+            ("slower".to_string(), "rejected".to_string())
+        ]
+    );
+    let rejected = of_type(&events, "experiment_decided")
+        .into_iter()
+        .find(|e| e["task"] == "slower")
+        .unwrap()
+        .clone();
+    assert!(rejected["reason"].as_str().unwrap().contains("b.txt grows the sum"), "{rejected}");
+    assert!(rejected.get("values").is_none(), "never measured: {rejected}");
+    assert!(!run_dir(&test, &run).join("logs/slower-measure.log").exists());
+    // The reviewer saw the experiment's diff.
+    let reviews = test.requests_for(swarm_support::REVIEWER);
+    assert!(reviews.iter().any(|body| body.to_string().contains("+50")), "{reviews:?}");
 }
