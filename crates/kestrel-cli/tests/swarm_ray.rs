@@ -33,6 +33,7 @@ acceptance = ["test -f first.txt", "grep -qx two second.txt"]
 struct Cluster {
     remote: tempfile::TempDir,
     node_home: tempfile::TempDir,
+    node_tmp: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -45,6 +46,7 @@ impl Cluster {
         let cluster = Cluster {
             remote: tempfile::tempdir().unwrap(),
             node_home: tempfile::tempdir().unwrap(),
+            node_tmp: tempfile::tempdir().unwrap(),
         };
         git(cluster.remote.path(), &["init", "-q", "--bare"]);
         git(test.repo.path(), &["push", "-q", &cluster.remote_url(), "main"]);
@@ -53,17 +55,34 @@ impl Cluster {
         let ray = format!(
             "[swarm.ray]\naddress = \"{address}\"\nremote = \"{remote}\"\nkestrel = \"{kestrel}\"\n\
              env_file = \"{keys}\"\n{ray}\
-             env = {{ KESTREL_HOME = \"{home}\", KESTREL_CATALOG_URL = \"off\", PYENV_REHASH_TIMEOUT = \"1\" }}\n",
+             env = {{ KESTREL_HOME = \"{home}\", TMPDIR = \"{tmp}\", KESTREL_CATALOG_URL = \"off\", PYENV_REHASH_TIMEOUT = \"1\" }}\n",
             remote = cluster.remote_url(),
             kestrel = env!("CARGO_BIN_EXE_kestrel"),
             keys = keys.display(),
             home = cluster.node_home.path().display(),
+            tmp = cluster.node_tmp().display(),
         );
         test.write_config_parts(&ConfigParts { swarm, extra: &ray, ..ConfigParts::default() });
         // The nodes' own config: the same providers, no key in it.
         let config = std::fs::read_to_string(test.home.path().join("config.toml")).unwrap();
         std::fs::write(cluster.node_home.path().join("config.toml"), config).unwrap();
         cluster
+    }
+
+    /// The nodes' temp dir (`TMPDIR`), where jobs clone (outside their home: a workspace
+    /// inside `$KESTREL_HOME` is read-only to commands).
+    fn node_tmp(&self) -> std::path::PathBuf {
+        self.node_tmp.path().to_path_buf()
+    }
+
+    /// The clones jobs left in the nodes' temp dir.
+    fn clones_left(&self) -> Vec<String> {
+        std::fs::read_dir(self.node_tmp())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("kestrel-node-"))
+            .collect()
     }
 
     fn remote_url(&self) -> String {
@@ -350,7 +369,7 @@ fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
     let mut steps = implement_slowly("first", &[("first.txt", "one\n")], 2000);
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
-    let _cluster = Cluster::new(&test, &jobs.address());
+    let cluster = Cluster::new(&test, &jobs.address());
     let graph = test.graph(
         "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
     );
@@ -361,6 +380,7 @@ fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
         libc::kill(background.pid() as libc::pid_t, libc::SIGKILL);
     }
     let _ = background.wait();
+    assert_eq!(cluster.clones_left().len(), 1, "the running job's clone");
     let run = test.run_id();
     let id = format!("kestrel-{run}-first-1-implementer-0");
     assert_eq!(jobs.job(&id).unwrap().status, kestrel_testkit::JobStatus::Running);
@@ -371,6 +391,10 @@ fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
     assert!(err.contains("stopped 1 Ray job(s)"), "{err}");
     let job = jobs.job(&id).unwrap();
     assert!(job.stop_requested, "{job:?}");
+    // The stopped node removed its clone.
+    let stopped = jobs.wait_for(&id, WAIT, |job| job.status.is_terminal());
+    assert!(stopped.is_some(), "{:?}", jobs.job(&id));
+    assert!(cluster.clones_left().is_empty(), "{:?}", cluster.clones_left());
     let events = test.events(&run);
     assert_eq!(of_type(&events, "task_cancelled").len(), 1, "{events:#?}");
 }

@@ -26,7 +26,18 @@ pub async fn node(program: &Path, remote: &str, spec_ref: &str) -> i32 {
         std::process::id(),
         SessionId::new()
     ));
-    let result = match run_node(program, remote, spec_ref, &scratch).await {
+    // Ray stops a job with SIGTERM to its process group (SIGKILL 3 s later): the clone
+    // is removed before that.
+    let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return 1;
+    };
+    let result = tokio::select! {
+        result = run_node(program, remote, spec_ref, &scratch) => result,
+        _ = terminate.recv() => Err(SwarmError::Ray("stopped (SIGTERM)".to_string())),
+    };
+    let result = match result {
         Ok(result) => result,
         Err(error) => JobResult { error: Some(error.to_string()), ..JobResult::default() },
     };
@@ -134,7 +145,7 @@ async fn turn(
     if session.is_some() {
         command.arg("resume");
     }
-    command.arg("--json").arg("--cd").arg(repo.dir()).arg("--model").arg(model);
+    command.arg("--json").arg("--quiet").arg("--cd").arg(repo.dir()).arg("--model").arg(model);
     match session {
         Some(session) => command.arg(session),
         None => command.arg("--swarm-role").arg(serde_json::to_string(tag).unwrap_or_default()),
