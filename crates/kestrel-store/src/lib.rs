@@ -28,7 +28,7 @@ pub use config::{
 };
 pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};
-pub use paths::{KestrelHome, ensure_dir};
+pub use paths::{KestrelHome, ensure_dir, replace_file};
 pub use record::{SessionRecord, fork};
 pub use record_copy::{export_record, import_record};
 pub use replay::{Replay, read_record};

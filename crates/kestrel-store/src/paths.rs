@@ -154,7 +154,7 @@ pub(crate) fn open_shared_append(path: &Path) -> Result<File, StoreError> {
 
 /// Writes `text` to a fresh private temporary file beside `path`, syncs it and renames it
 /// over `path`, so readers see the old file or the new one, never a part.
-pub(crate) fn replace_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
+pub fn replace_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
     // Unique per process and per call, so concurrent writers never share a file.
     static REPLACEMENTS: AtomicU64 = AtomicU64::new(0);
     let serial = REPLACEMENTS.fetch_add(1, Ordering::Relaxed);

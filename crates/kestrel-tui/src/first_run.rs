@@ -6,7 +6,7 @@
 use crate::client::Events;
 use crate::event::AppEvent;
 use kestrel_store::KestrelHome;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A model the environment offers, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,33 +46,33 @@ fn parse(stdout: &[u8]) -> Vec<OfferedModel> {
 }
 
 /// Writes `model = "MODEL"` at the top of the user's config.toml (created, private, if
-/// missing; top-level keys must come before the first table). Returns the file.
+/// missing; top-level keys must come before the first table). Returns the file. The new
+/// text goes to a temporary file that replaces the old one, so a crash leaves the old
+/// config, and a symlinked config.toml keeps its link: its target is what is replaced.
 pub(crate) fn save_model(home: &KestrelHome, model: &str) -> Result<PathBuf, String> {
     let path = home.config_file();
-    let old = match std::fs::read_to_string(&path) {
+    let target = match std::fs::canonicalize(&path) {
+        Ok(target) => target,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => path.clone(),
+        Err(error) => return Err(format!("cannot resolve {}: {error}", path.display())),
+    };
+    let old = match std::fs::read_to_string(&target) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
     };
     let line = format!("model = {}\n", toml_string(model));
-    write_private(&path, &format!("{line}{old}"))
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+    }
+    kestrel_store::replace_file(&target, format!("{line}{old}").as_bytes())
         .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
     Ok(path)
 }
 
 fn toml_string(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    std::io::Write::write_all(&mut options.open(path)?, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -96,5 +96,27 @@ mod tests {
         save_model(&home, "ollama/qwen3").ok();
         let text = std::fs::read_to_string(home.config_file()).unwrap_or_default();
         assert_eq!(text, "model = \"ollama/qwen3\"\n[sandbox]\nnetwork = true\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_config_keeps_its_link_and_its_target_is_replaced_privately() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let home = KestrelHome::at(dir.path().join("home"));
+        std::fs::create_dir_all(home.root()).ok();
+        let real = dir.path().join("dotfiles-config.toml");
+        std::fs::write(&real, "[sandbox]\nnetwork = true\n").ok();
+        std::os::unix::fs::symlink(&real, home.config_file()).ok();
+        save_model(&home, "ollama/qwen3").unwrap_or_else(|error| panic!("{error}"));
+        let link =
+            std::fs::symlink_metadata(home.config_file()).map(|m| m.file_type().is_symlink());
+        assert!(link.unwrap_or(false), "config.toml is still a symlink");
+        let text = std::fs::read_to_string(&real).unwrap_or_default();
+        assert_eq!(text, "model = \"ollama/qwen3\"\n[sandbox]\nnetwork = true\n");
+        let mode = std::fs::metadata(&real).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        assert_eq!(mode, 0o600);
+        let leftovers = std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(leftovers, 2, "no temporary file is left beside the target");
     }
 }
