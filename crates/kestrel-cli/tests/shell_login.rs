@@ -123,3 +123,68 @@ fn a_profile_that_fails_leaves_commands_running_in_a_login_shell() {
         assert!(text.contains("Exit code: 3"), "{results:?}");
     }
 }
+
+#[test]
+fn a_failed_snapshot_is_taken_again_by_the_next_call() {
+    let home = tempfile::tempdir().unwrap();
+    // The first run fails (as a timeout on a loaded machine would); every later one works.
+    std::fs::write(
+        home.path().join(".bash_profile"),
+        "echo ran >> \"$HOME/runs\"\nif [ ! -e \"$HOME/failed-once\" ]; then \
+         touch \"$HOME/failed-once\"; exit 3; fi\nexport KESTREL_PROFILE_VALUE=later\n",
+    )
+    .unwrap();
+    let results = exec_in_home(home.path(), "yolo", &["echo value=$KESTREL_PROFILE_VALUE"; 3]);
+    for (text, is_error) in &results {
+        assert!(!is_error && text.contains("value=later"), "{results:?}");
+    }
+    // The failed capture, the first call's `bash -lc`, then one snapshot for the other
+    // two: a kept failure would have run `bash -lc` for each (four runs).
+    assert_eq!(profile_runs(home.path()), 3, "{results:?}");
+}
+
+#[test]
+fn a_relative_path_entry_does_not_make_a_repository_file_the_shell() {
+    for mode in ["auto", "yolo"] {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(".bash_profile"), "export PATH=\".:$PATH\"\n").unwrap();
+        let env = TestEnv::new(Wire::Chat, shell_calls(&["echo real-bash=$BASH_VERSION"]));
+        let fake = env.work_path().join("bash");
+        std::fs::write(&fake, "#!/bin/sh\necho fake-bash-ran\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let output = env
+            .command(&["exec", "--mode", mode, "run the commands"])
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{mode}: {}", stderr(&output));
+        let results = env.tool_results();
+        assert_eq!(results.len(), 1, "{mode}: {results:?}");
+        let (text, is_error) = &results[0];
+        assert!(!is_error, "{mode}: {text}");
+        assert!(!text.contains("fake-bash-ran"), "{mode}: the workspace's bash ran: {text}");
+        assert!(text.contains("real-bash=5") || text.contains("real-bash=4"), "{mode}: {text}");
+    }
+}
+
+#[test]
+fn functions_that_need_extglob_keep_the_rest_of_the_profile() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join(".bash_profile"),
+        "shopt -s extglob\npick() { case $1 in @(a|b)) echo picked-$1;; *) echo other;; esac; }\n\
+         zlater() { echo later-function; }\nshopt -s expand_aliases\nalias kq='echo alias-ran'\n\
+         umask 0027\n",
+    )
+    .unwrap();
+    for mode in ["auto", "yolo"] {
+        let results = exec_in_home(home.path(), mode, &["pick a; pick c; zlater; kq; umask"]);
+        let (text, is_error) = &results[0];
+        assert!(!is_error, "{mode}: {text}");
+        for expected in ["picked-a", "other", "later-function", "alias-ran", "0027"] {
+            assert!(text.contains(expected), "{mode}: {expected:?} missing from {text}");
+        }
+        assert!(!text.contains("syntax error"), "{mode}: {text}");
+    }
+}

@@ -185,6 +185,35 @@ pub fn shell_command_with(script: &str, startup: ShellStartup) -> Command {
     imp::shell_command(script, startup)
 }
 
+/// `bash`, found once through Kestrel's own PATH (absolute entries only): a command's
+/// PATH comes from the login profile and is searched after the chdir to its workdir, so
+/// an empty or relative entry there would let a file named `bash` in the repository
+/// become the shell. Plain `bash` when no PATH entry has it.
+pub fn bash_path() -> &'static std::path::Path {
+    static BASH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BASH.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join("bash"))
+            .find(|bash| is_executable(bash))
+            .unwrap_or_else(|| std::path::PathBuf::from("bash"))
+    })
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}
+
 /// The signal that ended a process, when it was killed by one (always `None` off Unix).
 pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     imp::exit_signal(status)
@@ -311,7 +340,7 @@ mod imp {
     }
 
     pub fn shell_command(script: &str, startup: super::ShellStartup) -> Command {
-        let mut command = Command::new("bash");
+        let mut command = Command::new(super::bash_path());
         command.arg(startup.bash_flag()).arg(script);
         command
     }

@@ -32,13 +32,17 @@ const START: &[u8] = b"\0KESTREL-LOGIN-SHELL\0";
 const END: &[u8] = b"\0KESTREL-LOGIN-SHELL-END\0";
 
 /// Runs after the profile in `bash -lc`: exported variables (`name=value\0`, then an
-/// empty entry), functions, aliases and options, each section ended by NUL. Builtins
+/// empty entry), the options bash needs to parse the functions (`extglob` patterns are a
+/// syntax error without it, which would lose the rest of the file), functions, aliases
+/// and options, each section ended by NUL. Builtins
 /// are named as such in case the profile defines functions of the same names.
 const CAPTURE_SCRIPT: &str = r#"builtin printf '\0KESTREL-LOGIN-SHELL\0'
 IFS=$' \t\n'
 for __kestrel_name in $(builtin compgen -e); do
   builtin printf '%s=%s\0' "$__kestrel_name" "${!__kestrel_name}"
 done
+builtin printf '\0'
+builtin shopt -p extglob
 builtin printf '\0'
 builtin declare -f
 builtin printf '\0'
@@ -136,12 +140,13 @@ impl Snapshot {
     }
 }
 
-/// One confinement's snapshot; `None` when taking it failed (commands use `bash -lc`).
+/// One confinement's snapshot. A failure is not kept: it may be transient (a timeout
+/// on a loaded machine), so the next call tries again.
 #[derive(Debug)]
 struct Entry {
     confinement: Option<SandboxPolicy>,
     stamp: ProfileStamp,
-    snapshot: Option<Arc<Snapshot>>,
+    snapshot: Arc<Snapshot>,
 }
 
 /// The snapshots of one session (a worker or `kestrel exec` process), by confinement.
@@ -154,8 +159,8 @@ impl LoginShell {
     /// The snapshot for commands confined by `confinement` (`None`: unconfined), taken by
     /// running `capture` (a `bash -lc` of the given script, confined the same way) in
     /// `workdir` when there is none yet or a profile file changed since. `None` when no
-    /// snapshot can be had (the caller runs `bash -lc`) or `cancel` fired while taking
-    /// one (nothing is remembered then).
+    /// snapshot can be had (the caller runs `bash -lc`, and the next call tries again) or
+    /// `cancel` fired while taking one (the caller must check `cancel` and run nothing).
     pub(crate) async fn snapshot(
         &self,
         confinement: Option<&SandboxPolicy>,
@@ -169,15 +174,12 @@ impl LoginShell {
                 .iter()
                 .find(|entry| entry.confinement.as_ref() == confinement && entry.stamp == stamp)
         {
-            return entry.snapshot.clone();
+            return Some(entry.snapshot.clone());
         }
-        let snapshot = match capture(CAPTURE_SCRIPT) {
-            Some(command) => match take(command, workdir, cancel).await {
-                Taken::Snapshot(snapshot) => Some(Arc::new(snapshot)),
-                Taken::Failed => None,
-                Taken::Cancelled => return None,
-            },
-            None => None,
+        let command = capture(CAPTURE_SCRIPT)?;
+        let snapshot = match take(command, workdir, cancel).await {
+            Taken::Snapshot(snapshot) => Arc::new(snapshot),
+            Taken::Failed | Taken::Cancelled => return None,
         };
         if let Ok(mut entries) = self.entries.lock() {
             entries.retain(|entry| entry.confinement.as_ref() != confinement);
@@ -187,7 +189,7 @@ impl LoginShell {
                 snapshot: snapshot.clone(),
             });
         }
-        snapshot
+        Some(snapshot)
     }
 }
 
@@ -285,11 +287,12 @@ impl Captured {
                 variables.push((name.to_os_string(), value));
             }
         }
+        let parse_options = sections.next()?;
         let functions = sections.next()?;
         let aliases = sections.next()?;
         let options = sections.next()?;
         let mut source = Vec::new();
-        for part in [functions, aliases, options] {
+        for part in [parse_options, functions, aliases, options] {
             source.extend_from_slice(part);
             if !part.ends_with(b"\n") {
                 source.push(b'\n');
@@ -371,13 +374,14 @@ mod tests {
     fn parse_keeps_variables_but_secrets_and_the_shells_own() {
         let text = output(
             &["PATH=/opt/x/bin:/usr/bin", "GH_TOKEN=abc", "SHLVL=2", "EMPTY=", "BASH_ENV=/e"],
-            "f () \n{ \n    echo f\n}\n\0alias ll='ls -l'\n\0shopt -u expand_aliases\numask 0022\n",
+            "shopt -s extglob\n\0f () \n{ \n    echo f\n}\n\0alias ll='ls -l'\n\0shopt -u expand_aliases\numask 0022\n",
         );
         let captured = Captured::parse(&text).unwrap();
         let names: Vec<_> = captured.variables.iter().map(|(name, _)| name.clone()).collect();
         assert_eq!(names, ["PATH", "EMPTY"]);
         assert_eq!(captured.bash_env.as_deref(), Some(OsStr::new("/e")));
         let source = String::from_utf8(captured.source).unwrap();
+        assert!(source.starts_with("shopt -s extglob\n"), "{source}");
         assert!(
             source.contains("echo f")
                 && source.contains("alias ll=")
@@ -387,7 +391,7 @@ mod tests {
 
     #[test]
     fn parse_refuses_output_cut_short() {
-        let mut text = output(&["PATH=/usr/bin"], "\0\0");
+        let mut text = output(&["PATH=/usr/bin"], "\0\0\0");
         text.truncate(text.len() - 3);
         assert_eq!(Captured::parse(&text), None);
         assert_eq!(Captured::parse(b"no marker at all"), None);

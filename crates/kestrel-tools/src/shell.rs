@@ -172,8 +172,14 @@ impl ShellTool {
                 return Ok((command, Some(snapshot)));
             }
         }
+        // A snapshot cancelled half-way is `None` too: the command must not start then.
+        if cancel.is_cancelled() {
+            return Err(ToolOutput::error(
+                "Command cancelled by the user before it started; nothing was run.",
+            ));
+        }
         #[cfg(not(target_os = "linux"))]
-        let _ = (workdir, cancel);
+        let _ = workdir;
         Ok((confinement.command(script, ShellStartup::Login)?, None))
     }
 }

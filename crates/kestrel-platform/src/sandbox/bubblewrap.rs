@@ -134,7 +134,11 @@ pub(super) fn command(
     policy: &SandboxPolicy,
 ) -> io::Result<Command> {
     let mut command = Command::new(program);
-    command.args(arguments(policy)).args(["--", "bash", startup.bash_flag(), script]);
+    command
+        .args(arguments(policy))
+        .arg("--")
+        .arg(crate::process::bash_path())
+        .args([startup.bash_flag(), script]);
     let filter = SocketFilter::new();
     // SAFETY: the hook only makes system calls on the filter prepared before the fork.
     unsafe {
