@@ -164,24 +164,29 @@ impl ShellTool {
             let capture = |capture_script: &str| {
                 confinement.command(capture_script, ShellStartup::Login).ok()
             };
-            if let Some(snapshot) =
-                self.login.snapshot(confinement.policy(), workdir, cancel, capture).await
-            {
+            let snapshot =
+                self.login.snapshot(confinement.policy(), workdir, cancel, capture).await;
+            // A snapshot cancelled half-way is `None`: the command must not start then.
+            if cancel.is_cancelled() {
+                return Err(cancelled_before_start());
+            }
+            if let Some(snapshot) = snapshot {
                 let mut command = confinement.command(script, ShellStartup::Plain)?;
                 snapshot.apply(&mut command);
                 return Ok((command, Some(snapshot)));
             }
         }
-        // A snapshot cancelled half-way is `None` too: the command must not start then.
         if cancel.is_cancelled() {
-            return Err(ToolOutput::error(
-                "Command cancelled by the user before it started; nothing was run.",
-            ));
+            return Err(cancelled_before_start());
         }
         #[cfg(not(target_os = "linux"))]
         let _ = workdir;
         Ok((confinement.command(script, ShellStartup::Login)?, None))
     }
+}
+
+fn cancelled_before_start() -> ToolOutput {
+    ToolOutput::error("Command cancelled by the user before it started; nothing was run.")
 }
 
 /// Where a command runs.

@@ -188,3 +188,17 @@ async fn bad_arguments_are_clear_errors() {
     let output = call(&ctx, "shell", json!({"command": "true", "timeout_ms": "soon"})).await;
     assert!(err(&output).contains("timeout_ms"), "{}", output.content);
 }
+
+#[tokio::test]
+async fn a_call_cancelled_before_it_starts_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for mode in [Mode::Auto, Mode::Yolo] {
+        let ctx = context(dir.path(), mode);
+        ctx.cancel.cancel();
+        let command = format!("touch {}", marker.display());
+        let output = call(&ctx, "shell", json!({ "command": command })).await;
+        assert!(err(&output).contains("nothing was run"), "{mode:?}: {}", output.content);
+        assert!(!marker.exists(), "{mode:?}: the cancelled command ran");
+    }
+}
