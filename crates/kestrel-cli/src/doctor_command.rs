@@ -5,6 +5,7 @@
 
 use crate::first_run;
 use kestrel_store::{Config, KestrelHome, dir_size};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -49,14 +50,22 @@ pub fn run() -> ExitCode {
         ),
     };
     line(&mut out, "model", &model);
-    let mut keys = Vec::new();
-    for settings in config.providers.values() {
-        if let Some(variable) = &settings.api_key_env {
+    // Several providers may share a variable; a set says each once.
+    let variables: BTreeSet<&String> =
+        config.providers.values().filter_map(|settings| settings.api_key_env.as_ref()).collect();
+    let secrets: Vec<String> = variables
+        .iter()
+        .filter_map(|variable| std::env::var(variable).ok())
+        .map(|key| key.trim().to_owned())
+        .filter(|key| !key.is_empty())
+        .collect();
+    let keys: Vec<String> = variables
+        .iter()
+        .map(|variable| {
             let set = std::env::var(variable).is_ok_and(|key| !key.trim().is_empty());
-            keys.push(format!("{variable} {}", if set { "set" } else { "not set" }));
-        }
-    }
-    keys.dedup();
+            format!("{variable} {}", if set { "set" } else { "not set" })
+        })
+        .collect();
     line(&mut out, "keys", &keys.join(", "));
     for (index, said) in providers(&config, &offer.servers).into_iter().enumerate() {
         line(&mut out, if index == 0 { "providers" } else { "" }, &said);
@@ -85,6 +94,10 @@ pub fn run() -> ExitCode {
         "disk",
         &format!("{total} under {} ({})", home.root().display(), sizes.join(", ")),
     );
+    // A provider's error body may echo the key it was sent.
+    for secret in &secrets {
+        out = out.replace(secret.as_str(), "[redacted]");
+    }
     print!("{out}");
     if config_ok { ExitCode::SUCCESS } else { ExitCode::from(2) }
 }

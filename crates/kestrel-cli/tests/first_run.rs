@@ -10,7 +10,7 @@
 mod common;
 
 use common::{TestEnv, Wire, stderr, stdout};
-use kestrel_testkit::{Script, ScriptedServer, Step};
+use kestrel_testkit::{Script, ScriptedServer, ServerOptions, Step};
 use std::process::{Command, Output};
 
 const KEYS: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"];
@@ -134,6 +134,7 @@ fn doctor_reports_keys_as_set_never_their_values() {
     assert!(output.status.success(), "{}", stderr(&output));
     let report = stdout(&output);
     assert!(!report.contains("sk-ant-doctor-secret"), "{report}");
+    assert!(!stderr(&output).contains("sk-ant-doctor-secret"), "{}", stderr(&output));
     assert!(report.contains("config.toml: ok"), "{report}");
     assert!(report.contains("ANTHROPIC_API_KEY set"), "{report}");
     assert!(report.contains("OPENAI_API_KEY not set"), "{report}");
@@ -149,6 +150,33 @@ fn doctor_reports_keys_as_set_never_their_values() {
         assert!(report.lines().any(|line| line.starts_with(label)), "{label}: {report}");
     }
     assert!(report.contains("daemon     not running"), "{report}");
+}
+
+#[test]
+fn doctor_redacts_a_key_that_a_refusing_provider_echoes() {
+    let secret = "sk-doctor-echoed-secret";
+    let refusing = ScriptedServer::start_with(
+        Script::default(),
+        ServerOptions {
+            models_error: Some((401, format!("Incorrect API key provided: {secret}"))),
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
+    let env = TestEnv::new(Wire::Chat, Script::default());
+    // Two providers share the variable: it is listed once.
+    env.write_config(&format!(
+        "[providers.openai]\nbase_url = \"{}\"\n\
+         [providers.alsoopenai]\nbase_url = \"{}\"\napi_key_env = \"OPENAI_API_KEY\"\n",
+        refusing.base_url(),
+        refusing.base_url()
+    ));
+    let output = run(&env, &["doctor"], &[("OPENAI_API_KEY", secret)], &probe_ports(None));
+    let (report, errors) = (stdout(&output), stderr(&output));
+    assert!(!report.contains(secret) && !errors.contains(secret), "{report}\n{errors}");
+    let openai = report.lines().find(|line| line.contains("openai ")).unwrap();
+    assert!(openai.contains("401") && openai.contains("[redacted]"), "{report}");
+    assert_eq!(report.matches("OPENAI_API_KEY set").count(), 1, "{report}");
 }
 
 #[test]

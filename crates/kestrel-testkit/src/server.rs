@@ -42,6 +42,9 @@ pub struct ServerOptions {
     pub port: u16,
     /// Appends every request as one JSON line (a [`LoggedRequest`]) to this file.
     pub request_log: Option<PathBuf>,
+    /// Answers `GET .../models` with this status and an error body carrying this
+    /// message, instead of the model list (a provider refusing a key, say).
+    pub models_error: Option<(u16, String)>,
 }
 
 /// A fake model provider on 127.0.0.1 that plays a [`Script`]. Dropping it stops it.
@@ -92,6 +95,7 @@ impl ScriptedServer {
             }),
             request_log,
             ids: IdGenerator::default(),
+            models_error: options.models_error,
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let thread_shared = Arc::clone(&shared);
@@ -135,6 +139,7 @@ struct Shared {
     state: Mutex<State>,
     request_log: Option<Mutex<File>>,
     ids: IdGenerator,
+    models_error: Option<(u16, String)>,
 }
 
 struct State {
@@ -264,7 +269,13 @@ async fn respond<W: AsyncWrite + Unpin>(
             write_json(writer, 405, vec![("allow".into(), "POST".into())], &body).await
         }
         (None, "GET") if path.trim_end_matches('/').ends_with("/models") => {
-            write_json(writer, 200, Vec::new(), &models_body(unix_now())).await
+            match &shared.models_error {
+                Some((status, message)) => {
+                    let body = openai_error_body(*status, message);
+                    write_json(writer, *status, Vec::new(), &body).await
+                }
+                None => write_json(writer, 200, Vec::new(), &models_body(unix_now())).await,
+            }
         }
         (None, method) => {
             let body = openai_error_body(404, &format!("Invalid URL ({method} {path})"));

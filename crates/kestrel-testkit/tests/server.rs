@@ -153,7 +153,7 @@ fn request_log_file_gets_one_json_line_per_request() {
     let log = directory.path().join("requests.jsonl");
     let server = ScriptedServer::start_with(
         Script::new([Step::text("ok")]),
-        ServerOptions { port: 0, request_log: Some(log.clone()) },
+        ServerOptions { port: 0, request_log: Some(log.clone()), ..ServerOptions::default() },
     )
     .expect("server starts");
     post(&server, "responses", &request_body("responses", true));
@@ -173,7 +173,7 @@ fn unopenable_request_log_fails_start_naming_the_file() {
     let log = directory.path().join("missing-dir").join("log.jsonl");
     let error = ScriptedServer::start_with(
         Script::default(),
-        ServerOptions { port: 0, request_log: Some(log.clone()) },
+        ServerOptions { port: 0, request_log: Some(log.clone()), ..ServerOptions::default() },
     )
     .expect_err("cannot open");
     assert!(error.to_string().contains(&log.display().to_string()), "{error}");
