@@ -20,9 +20,9 @@ pub use ipc::{IpcStream, Listener, connect_or_start, spawn_detached};
 pub use limits::{OpenFileLimit, open_descriptors, out_of_files, raise_open_file_limit};
 pub use memory::{ReadOnlyData, release_relocation_table, trim_heap};
 pub use process::{
-    ProcessGroup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
-    ShellStartup, kill_groups_listed_in, mirror_groups_to, shell_command, shell_command_with,
-    spawn_group, stop_mirroring_groups,
+    ProcessGroup, ShellStartup, Signal, exit_signal, group_exists, kill_all_groups, kill_group,
+    kill_groups_listed_in, mirror_groups_to, shell_command, shell_command_with, spawn_group,
+    stop_mirroring_groups,
 };
 pub use sandbox::{
     METADATA_DEPTH, MetadataWatch, SANDBOX_ENV, Sandbox, SandboxError, SandboxKind, SandboxPolicy,
