@@ -217,6 +217,41 @@ fn a_climb_killed_after_a_measurement_resumes_without_measuring_it_again() {
     assert_eq!(of_type(&events, "merged").len(), 1);
 }
 
+/// A pending experiment cancelled while no climb runs is over: the resume decides the
+/// rest and ends (it used to spin on the cancelled one forever).
+#[test]
+fn an_experiment_cancelled_between_runs_is_not_measured_and_the_resume_ends() {
+    let test = SwarmTest::new(&files(), script(), "");
+    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let decided: Vec<String> = of_type(&test.events(&run), "experiment_decided")
+        .iter()
+        .map(|event| event["task"].as_str().unwrap().to_string())
+        .collect();
+    let graph = std::fs::read_to_string(run_dir(&test, &run).join("graph.toml")).unwrap();
+    let pending = graph
+        .lines()
+        .filter_map(|line| line.strip_prefix("id = \""))
+        .map(|rest| rest.trim_end_matches('"').to_string())
+        .find(|id| !decided.contains(id))
+        .expect("an experiment left to decide");
+    let output = test.swarm_within(&["cancel", &run, &pending]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    let output = test.swarm_within(&["resume", &run]);
+    let events = test.events(&run);
+    assert!(output.status.code().is_some(), "{}", stderr(&output));
+    let cancelled = of_type(&events, "task_cancelled");
+    assert!(cancelled.iter().any(|event| event["task"] == pending.as_str()), "{events:#?}");
+    let measured_pending = of_type(&events, "experiment_decided")
+        .into_iter()
+        .any(|event| event["task"] == pending.as_str());
+    assert!(!measured_pending, "{pending} was decided after its cancel: {events:#?}");
+}
+
 /// `kestrel swarm ARGS` in `dir` (not the repository).
 fn swarm_in(test: &SwarmTest, dir: &Path, args: &[&str]) -> std::process::Output {
     let mut command = test.command(&[&["swarm"], args].concat());

@@ -162,7 +162,11 @@ impl<'a> Experiment<'a> {
             self.decide(view.attempt, Decision::BuildFailed, reason, Measured::default())
         };
         match turn {
-            TurnResult::Stopped | TurnResult::Cancelled => return Ok(false),
+            TurnResult::Stopped => return Ok(false),
+            TurnResult::Cancelled => {
+                run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
+                return Ok(false);
+            }
             TurnResult::Failed { message, .. } => {
                 return failed(format!("the implementer's turn failed: {message}"));
             }
@@ -242,6 +246,11 @@ impl<'a> Experiment<'a> {
             return Err(SwarmError::Usage(format!("experiment `{}` has no commit", self.id)));
         };
         let attempt = view.attempt;
+        // A cancelled experiment is neither measured nor merged.
+        if run.task_cancel(&self.id).is_cancelled() {
+            run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
+            return Ok(false);
+        }
         let failed_check = |commit: &str, reason: String| {
             let measured = Measured { commit: Some(commit.to_string()), ..Measured::default() };
             self.decide(attempt, Decision::CheckFailed, reason, measured)

@@ -20,7 +20,7 @@ use experiment::{Experiment, experiment_task};
 use kestrel_protocol::SessionId;
 use kestrel_protocol::swarm::{
     ClimbSettings, ClimbView, DiffSize, Direction, RunEnd, SwarmEntry, SwarmEvent, SwarmGraph,
-    TaskSpec, integration_branch,
+    TaskSpec, TaskState, integration_branch,
 };
 use kestrel_store::{RunLock, SwarmRunDir};
 use propose::{Proposed, propose};
@@ -238,6 +238,8 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
             .experiments
             .iter()
             .filter(|e| e.result.is_none() || (e.result.is_some() && !e.merged && kept(e)))
+            // A cancelled experiment is over, decided or not.
+            .filter(|e| run.task(&e.spec.id).is_none_or(|t| t.state != TaskState::Cancelled))
             .map(|e| e.spec.id.clone())
             .collect();
         if pending.is_empty() {
