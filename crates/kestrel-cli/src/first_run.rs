@@ -47,7 +47,7 @@ pub fn choose_for_exec(home: &KestrelHome, config: &Config) -> Result<String, St
             "no model configured, and none found: {}, and no local server answers ({}). Set a \
              key or start a server, or choose a model with this line in {config_file}:\n  \
              model = \"PROVIDER/MODEL\"\n(or pass --model PROVIDER/MODEL)",
-            keys_unset(),
+            keys_said(&key_states(config)),
             local_ports(config, &offer.servers),
         )),
         several => {
@@ -82,11 +82,39 @@ pub fn print_offer() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-/// `no ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENROUTER_API_KEY is set`.
-fn keys_unset() -> String {
-    let names: Vec<String> =
-        KEYED_PROVIDERS.iter().map(|name| format!("{}_API_KEY", name.to_uppercase())).collect();
-    format!("no {} or {} is set", names[..names.len() - 1].join(", "), names[names.len() - 1])
+/// Each keyed provider, its key variable, and whether that is set.
+fn key_states(config: &Config) -> Vec<(String, String, bool)> {
+    KEYED_PROVIDERS
+        .iter()
+        .map(|name| {
+            let variable = config
+                .providers
+                .get(*name)
+                .and_then(|settings| settings.api_key_env.clone())
+                .unwrap_or_else(|| format!("{}_API_KEY", name.to_uppercase()));
+            let set = std::env::var(&variable).is_ok_and(|key| !key.trim().is_empty());
+            ((*name).to_owned(), variable, set)
+        })
+        .collect()
+}
+
+/// `no ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENROUTER_API_KEY is set`; a key that is set
+/// (so its provider offered nothing) is said to be set, and why it was not used.
+fn keys_said(keys: &[(String, String, bool)]) -> String {
+    let unset: Vec<&str> =
+        keys.iter().filter(|(_, _, set)| !set).map(|(_, variable, _)| variable.as_str()).collect();
+    let mut said = match unset.as_slice() {
+        [] => Vec::new(),
+        [one] => vec![format!("no {one} is set")],
+        [rest @ .., last] => vec![format!("no {} or {last} is set", rest.join(", "))],
+    };
+    for (provider, variable, _) in keys.iter().filter(|(_, _, set)| *set) {
+        said.push(format!(
+            "{variable} is set, but the catalog names no default model for it; pass --model \
+             {provider}/MODEL"
+        ));
+    }
+    said.join("; ")
 }
 
 /// `Ollama at http://127.0.0.1:11434/v1, ...`: where the probes looked.
@@ -103,4 +131,32 @@ fn local_ports(config: &Config, servers: &[LocalServer]) -> String {
         })
         .collect();
     looked.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(provider: &str, set: bool) -> (String, String, bool) {
+        (provider.into(), format!("{}_API_KEY", provider.to_uppercase()), set)
+    }
+
+    #[test]
+    fn unset_keys_are_listed_together() {
+        let keys = [key("anthropic", false), key("openai", false), key("openrouter", false)];
+        assert_eq!(
+            keys_said(&keys),
+            "no ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENROUTER_API_KEY is set"
+        );
+    }
+
+    #[test]
+    fn a_set_key_without_a_default_model_is_said_to_be_set() {
+        let keys = [key("anthropic", false), key("openai", true), key("openrouter", false)];
+        assert_eq!(
+            keys_said(&keys),
+            "no ANTHROPIC_API_KEY or OPENROUTER_API_KEY is set; OPENAI_API_KEY is set, but the \
+             catalog names no default model for it; pass --model openai/MODEL"
+        );
+    }
 }
