@@ -292,7 +292,10 @@ fn a_lost_node_kills_the_job_and_fails_it_with_rays_message_once() {
     );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    let entrypoint = format!("sleep 300 & echo $! > '{}'; echo working; wait", pid_file.display());
+    // `work''ing` prints `working` but the log's "Running entrypoint ..." line (which may
+    // come first) does not hold it: the loss waits for the shell to have written the pid.
+    let entrypoint =
+        format!("sleep 300 & echo $! > '{}'; echo work''ing; wait", pid_file.display());
     submit(&server, json!({"entrypoint": entrypoint, "submission_id": "lost-1"}));
     let job = poll_until(&server, "lost-1", "FAILED");
     assert_eq!(job["error_type"], "JOB_SUPERVISOR_ACTOR_DIED");
