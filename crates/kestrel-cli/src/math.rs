@@ -1,5 +1,6 @@
-//! `pow`, `log10` and `ldexp` for the dependencies that call them (ratatui-textarea's
-//! line-number width, syntect's scope scores, a float power in async code), from the
+//! `pow`, `log10`, `ldexp` and `exp` for the code that calls them (ratatui-textarea's
+//! line-number width, syntect's scope scores, a float power in async code, the swarm
+//! climb's normal approximation), from the
 //! pure-Rust `libm` crate (musl's algorithms; `log10` exact at powers of ten, `ldexp`
 //! exact, `pow` within 1 ulp of glibc's). Defining them here keeps glibc's libm.so.6 out of
 //! the binary's dependencies: one shared library less for each of the three processes of a
@@ -23,9 +24,22 @@ pub extern "C" fn ldexp(x: f64, exp: i32) -> f64 {
     libm::ldexp(x, exp)
 }
 
+/// `exp(3)`: e raised to the power `x`.
+#[unsafe(no_mangle)]
+pub extern "C" fn exp(x: f64) -> f64 {
+    libm::exp(x)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{ldexp, log10, pow};
+    use super::{exp, ldexp, log10, pow};
+
+    #[test]
+    fn exp_gives_the_usual_values() {
+        assert_eq!(exp(0.0), 1.0);
+        assert!((exp(1.0) - std::f64::consts::E).abs() < 1e-15);
+        assert!(exp(-1000.0) == 0.0 && exp(1000.0).is_infinite());
+    }
 
     #[test]
     fn log10_is_exact_at_powers_of_ten_and_floors_like_glibc() {
