@@ -15,6 +15,10 @@ use swarm_support::{
     stdout,
 };
 
+/// One task, `first`, done when first.txt exists.
+const ONE_TASK: &str =
+    "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n";
+
 const TWO_TASKS: &str = r#"
 [[task]]
 id = "first"
@@ -217,9 +221,7 @@ fn a_job_stopped_through_the_api_mid_attempt_is_submitted_again_and_the_run_ends
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &address);
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let background = test.spawn_swarm(&["run", "--graph", &graph]);
     let start = Instant::now();
     let run = loop {
@@ -261,9 +263,7 @@ fn an_orchestrator_killed_mid_job_is_resumed_after_the_job_ended_and_takes_its_p
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &address);
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let background = test.spawn_swarm(&["run", "--graph", &graph]);
     test.wait_for_event("the implementer's turn started", |event| event["type"] == "turn_started");
     // SAFETY: kill(2) only sends a signal, to the orchestrator this test started.
@@ -314,9 +314,7 @@ fn a_lost_node_is_retried_once_from_the_pushed_state_and_a_second_loss_fails_the
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -351,9 +349,7 @@ fn a_lost_node_is_retried_once_from_the_pushed_state_and_a_second_loss_fails_the
     steps.extend(review("first", 2, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -370,9 +366,7 @@ fn cancelling_a_run_whose_orchestrator_died_stops_its_running_jobs() {
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let background = test.spawn_swarm(&["run", "--graph", &graph]);
     test.wait_for_event("the implementer's turn started", |event| event["type"] == "turn_started");
     // SAFETY: kill(2) only sends a signal, to the orchestrator this test started.
@@ -410,9 +404,7 @@ fn a_rejected_attempt_goes_on_in_the_same_implementer_session_on_the_next_job() 
     steps.extend(review("first", 2, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -453,9 +445,7 @@ fn a_node_lost_mid_turn_after_a_record_push_is_continued_in_the_same_session() {
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -486,9 +476,7 @@ fn a_rate_limited_turn_on_a_node_is_sent_again_in_the_same_session_after_a_pause
     steps.extend(review("first", 1, true, &[]));
     let test = SwarmTest::new(&[("README", "toy\n")], steps, "");
     let _cluster = Cluster::new(&test, &jobs.address());
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -518,9 +506,7 @@ fn a_job_past_its_deadline_is_stopped_and_fails_its_attempt_naming_the_key() {
         "executor = \"ray\"\nmax_attempts = 1",
         "job_timeout_s = 2\n",
     );
-    let graph = test.graph(
-        "[[task]]\nid = \"first\"\ntitle = \"First file\"\nacceptance = [\"test -f first.txt\"]\n",
-    );
+    let graph = test.graph(ONE_TASK);
     let output = test.swarm_within(&["run", "--graph", &graph]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{err}");
