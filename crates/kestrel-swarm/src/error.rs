@@ -8,6 +8,10 @@ pub enum SwarmError {
     /// A bad graph, flag, config or repository: nothing was started.
     #[error("{0}")]
     Usage(String),
+    /// The run stopped for a reason it cannot get past alone (e.g. the climb's baseline
+    /// broke); it stays resumable.
+    #[error("{0}")]
+    Stopped(String),
     #[error("{command} failed in {}: {message}", dir.display())]
     Git { command: String, dir: PathBuf, message: String },
     /// The run's state could not be read or written (the run stops there).
@@ -36,6 +40,7 @@ impl SwarmError {
             // An unknown or ambiguous run, a run another orchestrator holds, a bad graph.
             SwarmError::Store(error) if error.is_usage() => 2,
             SwarmError::Git { .. }
+            | SwarmError::Stopped(_)
             | SwarmError::Store(_)
             | SwarmError::Daemon(_)
             | SwarmError::Ray(_)

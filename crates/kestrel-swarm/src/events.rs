@@ -155,6 +155,11 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
             experiments.len(),
             experiments.iter().map(|e| e.id.as_str()).collect::<Vec<_>>().join(", ")
         ),
+        SwarmEvent::ExperimentMeasured { task, look, baseline, values, .. } => format!(
+            "{task}: look {look}: median {} against the baseline's {}",
+            number(median(values)),
+            number(median(baseline))
+        ),
         SwarmEvent::ExperimentDecided { task, decision, reason, .. } => {
             format!("{task}: {}: {reason}", decision.as_str())
         }

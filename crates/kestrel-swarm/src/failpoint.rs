@@ -2,7 +2,8 @@
 //! orchestrator aborts at that point, as a kill -9 would leave it. `commit`: after the
 //! implementer's work is committed, before its event; `merge`: after the merge commit,
 //! before its check and event; `climb-measured`: after a climb's experiment was measured
-//! and decided, before a kept one is merged. Nothing happens without the variable.
+//! and decided, before a kept one is merged; `climb-merge`: after a kept experiment's merge
+//! commit, before its event. Nothing happens without the variable.
 
 pub fn hit(name: &str) {
     if std::env::var("KESTREL_SWARM_FAILPOINT").is_ok_and(|point| point == name) {

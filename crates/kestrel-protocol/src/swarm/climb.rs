@@ -209,7 +209,8 @@ pub struct ClimbView {
     pub settings: ClimbSettings,
     /// The baseline's path: the first one, then one after each kept experiment.
     pub baselines: Vec<BaselinePoint>,
-    /// Why the first baseline could not be measured, if it could not.
+    /// Why the baseline could not be measured last (the first one, or against an
+    /// experiment), until it is measured again.
     pub baseline_failure: Option<String>,
     pub experiments: Vec<ExperimentView>,
     /// Planner rounds that proposed experiments.

@@ -287,6 +287,17 @@ pub enum SwarmEvent {
         round: u32,
         experiments: Vec<ExperimentSpec>,
     },
+    /// One look of an experiment's measurement: K more runs of each side, interleaved,
+    /// on these commits (a resumed run goes on from the looks recorded).
+    ExperimentMeasured {
+        task: String,
+        attempt: u32,
+        look: u32,
+        commit: String,
+        baseline_commit: String,
+        baseline: Vec<f64>,
+        values: Vec<f64>,
+    },
     /// An experiment's end: measured against the baseline (interleaved runs of both), or
     /// stopped short of it.
     ExperimentDecided {
@@ -335,6 +346,7 @@ impl SwarmEvent {
             | SwarmEvent::TaskCancelled { task }
             | SwarmEvent::TaskRetried { task, .. }
             | SwarmEvent::RateLimited { task, .. }
+            | SwarmEvent::ExperimentMeasured { task, .. }
             | SwarmEvent::ExperimentDecided { task, .. } => Some(task),
             SwarmEvent::CancelRequested { task } => task.as_deref(),
             SwarmEvent::RunStarted { .. }

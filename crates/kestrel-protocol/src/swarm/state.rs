@@ -411,7 +411,8 @@ impl RunView {
             | SwarmEvent::ClimbStarted { .. }
             | SwarmEvent::BaselineMeasured { .. }
             | SwarmEvent::BaselineFailed { .. }
-            | SwarmEvent::ExperimentsProposed { .. } => {}
+            | SwarmEvent::ExperimentsProposed { .. }
+            | SwarmEvent::ExperimentMeasured { .. } => {}
             SwarmEvent::RunFinished { state, .. } => self.ended = Some(*state),
         }
     }

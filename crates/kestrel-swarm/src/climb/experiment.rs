@@ -55,8 +55,14 @@ impl<'a> Experiment<'a> {
             let decided = self.climb.view().experiment(&self.id).and_then(|e| e.result.clone());
             if let Some(result) = decided {
                 if result.decision == Decision::Kept && view.state != TaskState::Merged {
-                    let _exclusive = self.climb.gate.write().await;
-                    self.keep(result.attempt).await?;
+                    let Some(commit) = result.commit.clone() else {
+                        return Err(SwarmError::Usage(format!(
+                            "the kept experiment `{}` records no commit",
+                            self.id
+                        )));
+                    };
+                    let _exclusive = self.exclusive().await;
+                    self.keep(result.attempt, &commit).await?;
                 }
                 return Ok(());
             }
@@ -119,6 +125,8 @@ impl<'a> Experiment<'a> {
         if run.stop.is_cancelled() {
             return Ok(false);
         }
+        // Git's work is the run's own work too: never during a measurement.
+        let _lease = self.climb.gate.read().await;
         let branch = task_branch(&run.id, &self.id);
         run.repo.add_worktree(&self.path, &branch, &run.branch).await?;
         crate::merge::clear_stale_lock(&self.worktree).await;
@@ -154,10 +162,9 @@ impl<'a> Experiment<'a> {
             session: view.implementer_session().cloned(),
         };
         let cancel = run.task_cancel(&self.id);
-        let turn = {
-            let _lease = self.climb.gate.read().await;
-            run_turn(run, spec, &cancel).await?
-        };
+        // The turn and the commit of its work: never during a measurement.
+        let _lease = self.climb.gate.read().await;
+        let turn = run_turn(run, spec, &cancel).await?;
         let failed = |reason: String| {
             self.decide(view.attempt, Decision::BuildFailed, reason, Measured::default())
         };
@@ -212,10 +219,8 @@ impl<'a> Experiment<'a> {
             .map(|s| s.session.clone());
         let spec = TurnSpec { tag, cwd: &self.path, model: &run.models.reviewer, prompt, session };
         let cancel = run.task_cancel(&self.id);
-        let result = {
-            let _lease = self.climb.gate.read().await;
-            run_turn(run, spec, &cancel).await?
-        };
+        let _lease = self.climb.gate.read().await;
+        let result = run_turn(run, spec, &cancel).await?;
         let (approve, findings) = match result {
             TurnResult::Stopped | TurnResult::Cancelled => return Ok(false),
             TurnResult::Failed { message, .. } => {
@@ -235,8 +240,8 @@ impl<'a> Experiment<'a> {
             return Ok(true);
         }
         let reason = format!("the reviewer rejected it: {}", findings.join("; "));
-        let measured = Measured { commit: Some(commit), ..Measured::default() };
-        self.decide(view.attempt, Decision::Rejected, reason, measured)
+        let base = view.attempt_base.as_deref();
+        self.stop_short(view.attempt, Decision::Rejected, reason, &commit, base).await
     }
 
     /// Checks, then (alone) the measurement against the current baseline and the decision.
@@ -251,17 +256,17 @@ impl<'a> Experiment<'a> {
             run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
             return Ok(false);
         }
-        let failed_check = |commit: &str, reason: String| {
-            let measured = Measured { commit: Some(commit.to_string()), ..Measured::default() };
-            self.decide(attempt, Decision::CheckFailed, reason, measured)
-        };
+        let built_on = view.attempt_base.clone();
         {
             let _lease = self.climb.gate.read().await;
             if let Some(reason) = self.climb.check(&self.id, &commit, "check").await? {
-                return failed_check(&commit, reason);
+                let base = built_on.as_deref();
+                return self
+                    .stop_short(attempt, Decision::CheckFailed, reason, &commit, base)
+                    .await;
             }
         }
-        let _exclusive = self.climb.gate.write().await;
+        let _exclusive = self.exclusive().await;
         if run.halted.is_cancelled() || run.cancel.is_cancelled() {
             return Ok(false);
         }
@@ -282,8 +287,10 @@ impl<'a> Experiment<'a> {
                         short(&baseline.commit),
                         files.join(", ")
                     );
-                    let measured = Measured { commit: Some(commit), ..Measured::default() };
-                    return self.decide(attempt, Decision::BuildFailed, reason, measured);
+                    let base = built_on.as_deref();
+                    return self
+                        .stop_short(attempt, Decision::BuildFailed, reason, &commit, base)
+                        .await;
                 }
             }
             run.emit(SwarmEvent::Committed {
@@ -292,49 +299,164 @@ impl<'a> Experiment<'a> {
                 commit: commit.clone(),
             })?;
             if let Some(reason) = self.climb.check(&self.id, &commit, "check-rebased").await? {
-                return failed_check(&commit, reason);
+                let base = Some(baseline.commit.as_str());
+                return self
+                    .stop_short(attempt, Decision::CheckFailed, reason, &commit, base)
+                    .await;
             }
         }
         let diff = self.climb.diff(&self.id, &baseline.commit, &commit).await?;
-        let bench = Bench::new(run, &self.climb.settings.metric, &self.id);
-        let measured =
-            bench.interleaved(&baseline.commit, &commit, self.climb.settings.runs).await?;
-        let mut record = Measured {
-            commit: Some(commit.clone()),
-            baseline_commit: Some(baseline.commit.clone()),
-            diff: Some(diff),
-            ..Measured::default()
-        };
-        let (a, b) = match measured {
-            Ok(values) => values,
-            Err((Side::Experiment, why)) => {
-                return self.decide(attempt, Decision::CheckFailed, why, record);
+        let settings = &self.climb.settings;
+        let bench = Bench::new(run, &settings.metric, &self.id);
+        // The looks a killed run recorded are taken as they are, not measured again.
+        let (mut a, mut b, mut looks) = self.looks(attempt, &commit, &baseline.commit);
+        let comparison = loop {
+            if looks > 0 {
+                let comparison = compare(settings.direction, &baseline.values, &a, &b, looks);
+                if comparison.verdict != Verdict::MeasureMore {
+                    break comparison;
+                }
             }
-            Err((Side::Baseline, why)) => {
-                let reason = format!("the baseline could not be measured again: {why}");
-                return self.decide(attempt, Decision::BuildFailed, reason, record);
+            let done = u32::try_from(b.len()).unwrap_or(u32::MAX);
+            match bench.interleaved(&baseline.commit, &commit, done, settings.runs).await? {
+                Ok((more_a, more_b)) => {
+                    looks += 1;
+                    run.emit(SwarmEvent::ExperimentMeasured {
+                        task: self.id.clone(),
+                        attempt,
+                        look: looks,
+                        commit: commit.clone(),
+                        baseline_commit: baseline.commit.clone(),
+                        baseline: more_a.clone(),
+                        values: more_b.clone(),
+                    })?;
+                    a.extend(more_a);
+                    b.extend(more_b);
+                }
+                Err((Side::Experiment, why)) => {
+                    let record = Measured {
+                        commit: Some(commit.clone()),
+                        baseline_commit: Some(baseline.commit.clone()),
+                        baseline: a,
+                        values: b,
+                        diff: Some(diff),
+                        ..Measured::default()
+                    };
+                    return self.decide(attempt, Decision::CheckFailed, why, record);
+                }
+                Err((Side::Baseline, why)) => {
+                    return Err(self.baseline_broke(&baseline.commit, &why)?);
+                }
             }
         };
-        let comparison = compare(self.climb.settings.direction, &baseline.values, &a, &b);
         let decision = match comparison.verdict {
             Verdict::Better => Decision::Kept,
             Verdict::Worse => Decision::Worse,
-            Verdict::Neutral => Decision::Neutral,
+            Verdict::Neutral | Verdict::MeasureMore => Decision::Neutral,
         };
-        record.baseline = a;
-        record.values = b;
-        record.p_value = comparison.p_value;
+        let record = Measured {
+            commit: Some(commit.clone()),
+            baseline_commit: Some(baseline.commit.clone()),
+            baseline: a,
+            values: b,
+            p_value: comparison.p_value,
+            diff: Some(diff),
+        };
         self.decide(attempt, decision, comparison.reason, record)?;
         crate::failpoint::hit("climb-measured");
         if decision == Decision::Kept {
-            self.keep(attempt).await?;
+            self.keep(attempt, &commit).await?;
         }
         Ok(true)
     }
 
-    /// Merges a kept experiment into the integration branch (once: git's trailers say
-    /// whether it is there) and measures the new baseline. The caller holds the gate.
-    async fn keep(&self, attempt: u32) -> Result<(), SwarmError> {
+    /// Decides an experiment that stopped short of a measurement; its diff against `base`
+    /// (what it was built on, else the current baseline) is kept all the same.
+    async fn stop_short(
+        &self,
+        attempt: u32,
+        decision: Decision,
+        reason: String,
+        commit: &str,
+        base: Option<&str>,
+    ) -> Step {
+        let base = match base {
+            Some(base) => base.to_string(),
+            None => match self.climb.view().baseline() {
+                Some(point) => point.commit.clone(),
+                None => self.climb.run.branch.clone(),
+            },
+        };
+        let diff = self.climb.diff(&self.id, &base, commit).await?;
+        let measured =
+            Measured { commit: Some(commit.to_string()), diff: Some(diff), ..Measured::default() };
+        self.decide(attempt, decision, reason, measured)
+    }
+
+    /// The runs of each side the events hold for this measurement (same attempt, same
+    /// commits), and how many looks they are.
+    fn looks(&self, attempt: u32, commit: &str, baseline: &str) -> (Vec<f64>, Vec<f64>, u32) {
+        let (mut a, mut b, mut looks) = (Vec::new(), Vec::new(), 0);
+        for entry in self.climb.run.entries() {
+            if let SwarmEvent::ExperimentMeasured {
+                task,
+                attempt: at,
+                commit: measured,
+                baseline_commit,
+                baseline: runs_a,
+                values: runs_b,
+                ..
+            } = &entry.event
+                && *task == self.id
+                && *at == attempt
+                && measured == commit
+                && baseline_commit == baseline
+            {
+                a.extend(runs_a);
+                b.extend(runs_b);
+                looks += 1;
+            }
+        }
+        (a, b, looks)
+    }
+
+    /// The baseline failed while this experiment was measured against it: the experiment
+    /// is not to blame. Recorded, the run stops (a resume measures it again, with the
+    /// looks it has).
+    fn baseline_broke(&self, baseline: &str, why: &str) -> Result<SwarmError, SwarmError> {
+        let run = &self.climb.run;
+        let reason = format!("while `{}` was measured against it: {why}", self.id);
+        run.emit(SwarmEvent::BaselineFailed { commit: baseline.to_string(), reason })?;
+        run.halt();
+        Ok(SwarmError::Stopped(format!(
+            "the baseline {} failed while `{}` was measured against it: {why}; `{}` is not \
+             decided (not its fault). Make the metric work on the baseline, then: kestrel \
+             swarm resume {}",
+            short(baseline),
+            self.id,
+            self.id,
+            run.id
+        )))
+    }
+
+    /// The gate alone, once no role turn of the run is in flight: a turn a killed
+    /// orchestrator left running goes on in the daemon until its driver (alive in this
+    /// one) takes it over and sees it end.
+    async fn exclusive(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        loop {
+            let guard = self.climb.gate.write().await;
+            if !self.climb.turn_in_flight(&self.id) {
+                return guard;
+            }
+            drop(guard);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Merges exactly the measured `commit` of a kept experiment into the integration
+    /// branch (once: git's trailers say whether it is there) and measures the new
+    /// baseline. The caller holds the gate.
+    async fn keep(&self, attempt: u32, measured: &str) -> Result<(), SwarmError> {
         let run = &self.climb.run;
         let integration = crate::merge::prepare_integration(run).await?;
         let merges = integration.swarm_merges(&run.branch, &run.id).await?;
@@ -349,7 +471,7 @@ impl<'a> Experiment<'a> {
                     run.id,
                     self.id
                 );
-                match integration.merge(&task_branch(&run.id, &self.id), &message).await? {
+                match integration.merge(measured, &message).await? {
                     MergeOutcome::Merged(commit) => commit,
                     MergeOutcome::Conflict(files) => {
                         integration.merge_abort().await?;
@@ -363,6 +485,7 @@ impl<'a> Experiment<'a> {
                 }
             }
         };
+        crate::failpoint::hit("climb-merge");
         run.emit(SwarmEvent::Merged { task: self.id.clone(), attempt, commit })?;
         if let Err(reason) = self.climb.ensure_baseline().await? {
             run.halt();

@@ -55,17 +55,19 @@ impl<'a> Bench<'a> {
         Ok(Ok(values))
     }
 
-    /// `runs` runs of each, interleaved: baseline, experiment, baseline, ...
+    /// `runs` runs of each, interleaved: baseline, experiment, baseline, ...; numbered
+    /// in the log after the `done` runs a side of the looks before.
     pub async fn interleaved(
         &self,
         baseline: &str,
         experiment: &str,
+        done: u32,
         runs: u32,
     ) -> Result<Result<(Vec<f64>, Vec<f64>), (Side, String)>, SwarmError> {
         let a = self.clone_of(baseline, "a").await?;
         let b = self.clone_of(experiment, "b").await?;
         let (mut values_a, mut values_b) = (Vec::new(), Vec::new());
-        for index in 1..=runs {
+        for index in done + 1..=done + runs {
             match self.once(&a, baseline, index).await? {
                 Ok(value) => values_a.push(value),
                 Err(why) => return Ok(Err((Side::Baseline, why))),

@@ -24,7 +24,8 @@ use kestrel_protocol::swarm::{
 };
 use kestrel_store::{RunLock, SwarmRunDir};
 use propose::{Proposed, propose};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::RwLock;
 use tokio::task::JoinSet;
@@ -54,6 +55,8 @@ pub(crate) struct Climb {
     pub run: Arc<Run>,
     pub settings: ClimbSettings,
     pub gate: RwLock<()>,
+    /// The experiments whose drivers run now.
+    pub driving: Mutex<BTreeSet<String>>,
 }
 
 /// Whether `run` is a climb (its log has `climb_started`).
@@ -69,7 +72,7 @@ pub async fn climb(request: ClimbRequest) -> Result<i32, SwarmError> {
             "--metric is empty: give a command that prints a number".into(),
         ));
     }
-    if request.runs < 2 {
+    if request.runs < 2 || !stats::can_decide(request.runs) {
         return Err(SwarmError::Usage(format!(
             "--runs {} is too few: the noise needs at least 2 runs a side (default 7)",
             request.runs
@@ -178,9 +181,14 @@ pub(crate) async fn go_on(
     if let Some(base_commit) = run.view().base_commit {
         run.repo.ensure_branch(&run.branch, &base_commit).await?;
     }
-    let climb =
-        Arc::new(Climb { run: Arc::clone(&run), settings: view.settings, gate: RwLock::new(()) });
+    let climb = Arc::new(Climb {
+        run: Arc::clone(&run),
+        settings: view.settings,
+        gate: RwLock::new(()),
+        driving: Mutex::new(BTreeSet::new()),
+    });
     climb.ensure_graph()?;
+    climb.reconcile().await?;
     let outcome = climb_loop(&climb).await;
     climb.write_report();
     let end = match outcome {
@@ -222,13 +230,19 @@ pub(crate) async fn go_on(
 /// `None`: interrupted (Ctrl+C).
 async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
     let run = &climb.run;
-    if let Err(reason) = climb.ensure_baseline().await? {
+    // Ctrl+C at any point stops the run: what is in flight here is dropped (the metric's
+    // and the checks' process groups are killed with it), turns go on in the daemon.
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    let baseline = tokio::select! {
+        measured = climb.ensure_baseline() => measured?,
+        _ = &mut interrupt => return Ok(interrupted(run)),
+    };
+    if let Err(reason) = baseline {
         return Err(SwarmError::Usage(format!(
             "the baseline could not be measured: {reason}; nothing was merged"
         )));
     }
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
     loop {
         if run.stop.is_cancelled() || run.halted.is_cancelled() {
             break;
@@ -248,7 +262,11 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
                 break;
             }
             let wanted = climb.settings.max_experiments - proposed;
-            match propose(climb, view.rounds + 1, wanted).await? {
+            let proposal = tokio::select! {
+                proposal = propose(climb, view.rounds + 1, wanted) => proposal?,
+                _ = &mut interrupt => return Ok(interrupted(run)),
+            };
+            match proposal {
                 Proposed::Experiments => continue,
                 Proposed::Stopped => break,
                 Proposed::Nothing(reasons) => {
@@ -263,9 +281,15 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
             }
         }
         let mut drivers: JoinSet<Result<(), SwarmError>> = JoinSet::new();
-        for id in pending {
+        // Every driver is known before any runs (a measurement waits for their turns).
+        let pending: Vec<(String, Driving)> =
+            pending.into_iter().map(|id| (id.clone(), Driving::new(climb, &id))).collect();
+        for (id, driving) in pending {
             let climb = Arc::clone(climb);
-            drivers.spawn(async move { Experiment::new(&climb, &id).drive().await });
+            drivers.spawn(async move {
+                let _driving = driving;
+                Experiment::new(&climb, &id).drive().await
+            });
         }
         let mut poll = tokio::time::interval(Duration::from_millis(500));
         let mut failure = None;
@@ -282,10 +306,9 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
                 },
                 _ = poll.tick() => crate::scheduler::hear_requests(run)?,
                 _ = &mut interrupt => {
-                    run.stop.cancel();
                     drivers.abort_all();
                     while drivers.join_next().await.is_some() {}
-                    return Ok(None);
+                    return Ok(interrupted(run));
                 }
             }
         }
@@ -300,6 +323,31 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
     } else {
         RunEnd::Done
     }))
+}
+
+/// Ctrl+C: nothing more starts.
+fn interrupted(run: &Run) -> Option<RunEnd> {
+    run.stop.cancel();
+    None
+}
+
+/// An experiment's driver, in [`Climb::driving`] while it lives (aborted too).
+struct Driving {
+    climb: Arc<Climb>,
+    id: String,
+}
+
+impl Driving {
+    fn new(climb: &Arc<Climb>, id: &str) -> Driving {
+        climb.driving.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string());
+        Driving { climb: Arc::clone(climb), id: id.to_string() }
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        self.climb.driving.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+    }
 }
 
 fn kept(experiment: &kestrel_protocol::swarm::ExperimentView) -> bool {
@@ -370,6 +418,35 @@ impl Climb {
         Ok(())
     }
 
+    /// Whether a role turn of another experiment is in flight (started, not finished, by
+    /// the events) while its driver runs: a measurement waits for it to end.
+    pub fn turn_in_flight(&self, except: &str) -> bool {
+        let driving = self.driving.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.run.view().tasks.iter().any(|task| {
+            task.id != except
+                && driving.contains(&task.id)
+                && !task.state.is_final()
+                && task.live_session.is_some()
+        })
+    }
+
+    /// A kept experiment that git shows merged (its trailer) but whose `merged` event a
+    /// kill lost is recorded now, before the new tip is measured as the baseline it made.
+    pub async fn reconcile(&self) -> Result<(), SwarmError> {
+        let run = &self.run;
+        let view = self.view();
+        if !view.experiments.iter().any(|e| kept(e) && !e.merged) {
+            return Ok(());
+        }
+        let integration = crate::merge::prepare_integration(run).await?;
+        for (task, attempt, commit) in integration.swarm_merges(&run.branch, &run.id).await? {
+            if view.experiment(&task).is_some_and(|e| !e.merged) {
+                run.emit(SwarmEvent::Merged { task, attempt, commit })?;
+            }
+        }
+        Ok(())
+    }
+
     /// The checks on `commit` in a fresh clone; `Some(reason)` when one failed.
     pub async fn check(
         &self,
@@ -401,7 +478,8 @@ impl Climb {
         if view.baseline().is_some_and(|point| point.commit == tip) {
             return Ok(Ok(()));
         }
-        let name = format!("baseline-{}", view.baselines.len() + 1);
+        // `_` is never in an experiment id: its logs cannot be an experiment's.
+        let name = format!("baseline_{}", view.baselines.len() + 1);
         let failed = |reason: String| -> Result<Result<(), String>, SwarmError> {
             run.emit(SwarmEvent::BaselineFailed { commit: tip.clone(), reason: reason.clone() })?;
             Ok(Err(reason))

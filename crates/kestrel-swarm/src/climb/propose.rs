@@ -10,7 +10,8 @@ use crate::git::Git;
 use crate::plan::PLAN_TASK;
 use crate::turn::{TurnResult, TurnSpec, run_turn};
 use kestrel_protocol::swarm::{
-    ExperimentSpec, RunKind, SwarmEvent, SwarmExperiments, SwarmRole, SwarmSessionTag,
+    ExperimentSpec, MAX_TASK_ID_LEN, RunKind, SwarmEvent, SwarmExperiments, SwarmRole,
+    SwarmSessionTag,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -103,7 +104,7 @@ fn take(climb: &Climb, experiments: Vec<ExperimentSpec>, wanted: u32) -> Vec<Exp
         let mut id = experiment.id.clone();
         let mut suffix = 2;
         while used.contains(&id) || id == PLAN_TASK {
-            id = format!("{}-{suffix}", experiment.id);
+            id = suffixed(&experiment.id, suffix);
             suffix += 1;
         }
         experiment.id = id.clone();
@@ -111,4 +112,33 @@ fn take(climb: &Climb, experiments: Vec<ExperimentSpec>, wanted: u32) -> Vec<Exp
         taken.push(experiment);
     }
     taken
+}
+
+/// `id-suffix`, `id` cut so that the whole stays a valid id (at most
+/// [`MAX_TASK_ID_LEN`], not ending in `-` before the suffix).
+fn suffixed(id: &str, suffix: u32) -> String {
+    let tail = format!("-{suffix}");
+    let room = MAX_TASK_ID_LEN.saturating_sub(tail.len());
+    // Ids are ASCII: bytes are characters.
+    let head = id.get(..id.len().min(room)).unwrap_or(id).trim_end_matches('-');
+    format!("{head}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::suffixed;
+    use kestrel_protocol::swarm::{MAX_TASK_ID_LEN, valid_task_id};
+
+    #[test]
+    fn a_suffixed_id_stays_a_valid_id() {
+        assert_eq!(suffixed("faster", 2), "faster-2");
+        let long = "a".repeat(MAX_TASK_ID_LEN);
+        let id = suffixed(&long, 12);
+        assert_eq!(id.len(), MAX_TASK_ID_LEN);
+        assert!(id.ends_with("a-12") && valid_task_id(&id), "{id}");
+        let dashed = format!("{}-bc", "a".repeat(MAX_TASK_ID_LEN - 3));
+        let id = suffixed(&dashed, 2);
+        assert_eq!(id, format!("{}-2", "a".repeat(MAX_TASK_ID_LEN - 3)));
+        assert!(valid_task_id(&id), "{id}");
+    }
 }

@@ -1,15 +1,23 @@
-//! The keep/reject rule: is the experiment better than the baseline beyond noise? A
-//! one-sided Mann–Whitney U test on the interleaved runs (normal approximation with tie
-//! and continuity correction) at [`ALPHA`], and an improvement of the medians of at least
-//! [`MIN_STANDARD_ERRORS`] standard errors, the noise pooled from the baseline's own runs
-//! and both sides. A metric whose runs never vary is exact: any difference counts.
+//! The keep/reject rule: is the experiment better than the baseline beyond noise? The
+//! runs are looked at after every K a side (interleaved), at most [`MAX_LOOKS`] times.
+//! At each look: a one-sided Mann–Whitney U test on all the runs so far (normal
+//! approximation with tie and continuity correction) at [`ALPHA`] split evenly over the
+//! looks, and an improvement of the medians of at least [`MIN_STANDARD_ERRORS`] standard
+//! errors, the noise pooled from the baseline's side (its own runs from when it became the
+//! baseline and this measurement's) and the experiment's. An experiment that is better but
+//! not conclusively so is measured again, up to the last look. A metric whose runs never
+//! vary on either side is exact: any difference counts.
 
 use kestrel_protocol::swarm::{Direction, median};
 
-/// The rank test's one-sided significance level.
+/// The rank test's one-sided significance level over all the looks.
 pub const ALPHA: f64 = 0.01;
+/// How many times K runs a side may be taken: K, 2K, ... up to this many K.
+pub const MAX_LOOKS: u32 = 4;
 /// How many standard errors of a difference of medians the improvement must reach.
 pub const MIN_STANDARD_ERRORS: f64 = 4.0;
+/// An undecided look whose rank test gives p up to this (improvement side) measures more.
+pub const PROMISING: f64 = 0.25;
 /// A median's standard error is about this many times the mean's (normal noise).
 const MEDIAN_EFFICIENCY: f64 = 1.2533;
 
@@ -19,6 +27,8 @@ pub enum Verdict {
     Better,
     Worse,
     Neutral,
+    /// Promising but not conclusive: measure K more a side (never at the last look).
+    MeasureMore,
 }
 
 /// The comparison of an experiment's runs with the baseline's.
@@ -31,13 +41,29 @@ pub struct Comparison {
     pub reason: String,
 }
 
-/// Compares `experiment` with `baseline` (runs interleaved with it); `noise` holds the
-/// baseline's own runs from when it became the baseline.
+/// The significance level of each look.
+pub fn alpha_per_look() -> f64 {
+    ALPHA / f64::from(MAX_LOOKS)
+}
+
+/// Whether the rule can keep anything with `runs` a side per look: the rank test's
+/// smallest p-value over all the looks' runs must reach the per-look level.
+pub fn can_decide(runs: u32) -> bool {
+    let n = (runs * MAX_LOOKS) as usize;
+    let low: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let high: Vec<f64> = (0..n).map(|i| (n + i) as f64).collect();
+    runs >= 1 && rank_p_less(&low, &high) <= alpha_per_look()
+}
+
+/// Compares `experiment` with `baseline` (runs interleaved with it, every look so far) at
+/// look `look` (1-based); `noise` holds the baseline's own runs from when it became the
+/// baseline.
 pub fn compare(
     direction: Direction,
     noise: &[f64],
     baseline: &[f64],
     experiment: &[f64],
+    look: u32,
 ) -> Comparison {
     // Oriented so that lower is better.
     let orient = |values: &[f64]| -> Vec<f64> {
@@ -50,8 +76,8 @@ pub fn compare(
     let (median_a, median_b) = (median(baseline), median(experiment));
     let gain = median(&a) - median(&b);
     let change = describe_change(median_a, median_b, gain);
-    let sd = pooled_sd(&[noise, baseline, experiment]);
-    if sd == 0.0 {
+    let baseline_side: Vec<f64> = noise.iter().chain(baseline).copied().collect();
+    if constant(&baseline_side) && constant(experiment) {
         let verdict = if gain > 0.0 {
             Verdict::Better
         } else if gain < 0.0 {
@@ -59,29 +85,41 @@ pub fn compare(
         } else {
             Verdict::Neutral
         };
-        let reason = format!("{change}; every run printed the same number, so that is exact");
+        let reason =
+            format!("{change}; every run of each side printed the same number, so that is exact");
         return Comparison { verdict, p_value: None, reason };
     }
+    let sd = pooled_sd(&[&baseline_side, experiment]);
     let needed = MIN_STANDARD_ERRORS
         * MEDIAN_EFFICIENCY
         * sd
         * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
+    let alpha = alpha_per_look();
     let p_better = rank_p_less(&b, &a);
     let p_worse = rank_p_less(&a, &b);
-    let (verdict, p) = if gain > 0.0 && p_better <= ALPHA && gain >= needed {
+    let last = look >= MAX_LOOKS;
+    let (verdict, p) = if gain > 0.0 && p_better <= alpha && gain >= needed {
         (Verdict::Better, p_better)
-    } else if gain < 0.0 && p_worse <= ALPHA && -gain >= needed {
+    } else if gain > 0.0 && p_better <= PROMISING && !last {
+        (Verdict::MeasureMore, p_better)
+    } else if gain < 0.0 && p_worse <= alpha && -gain >= needed {
         (Verdict::Worse, p_worse)
     } else {
         (Verdict::Neutral, if gain >= 0.0 { p_better } else { p_worse })
     };
     let test = format!(
-        "p = {} (needs {ALPHA}), |difference| {} vs {} needed ({MIN_STANDARD_ERRORS} standard errors)",
+        "{} run(s) a side, p = {} (needs {}), |difference| {} vs {} needed ({MIN_STANDARD_ERRORS} standard errors)",
+        b.len(),
         short(p),
+        short(alpha),
         short(gain.abs()),
         short(needed)
     );
     Comparison { verdict, p_value: Some(p), reason: format!("{change}; {test}") }
+}
+
+fn constant(values: &[f64]) -> bool {
+    values.windows(2).all(|pair| pair[0] == pair[1])
 }
 
 fn describe_change(median_a: f64, median_b: f64, gain: f64) -> String {
@@ -209,57 +247,105 @@ mod tests {
         }
     }
 
-    /// The noise of the rule's claims: each run within about ±2% (σ = 1%).
-    const NOISE: f64 = 0.01;
-    const RUNS: usize = 7;
+    /// The noise model of the rule's claims: every run is the true value times
+    /// (1 + σ·Z), Z standard normal and independent across runs, σ = 2% (runs within
+    /// about ±4%).
+    const NOISE: f64 = 0.02;
+    const RUNS: u32 = 7;
 
-    fn kept_of_1000(seed: u64, improvement: f64, direction: Direction) -> usize {
-        let mut random = Random(seed);
+    /// One experiment measured as the climb does: the baseline's own K runs, then looks
+    /// of K a side until the rule decides. Its verdict and the runs a side it took.
+    fn measure(
+        random: &mut Random,
+        change: f64,
+        direction: Direction,
+        runs: u32,
+    ) -> (Verdict, usize) {
         let sign = match direction {
             Direction::Lower => -1.0,
             Direction::Higher => 1.0,
         };
-        (0..1000)
-            .filter(|_| {
-                let noise = random.runs(100.0, NOISE, RUNS);
-                let baseline = random.runs(100.0, NOISE, RUNS);
-                let experiment = random.runs(100.0 * (1.0 + sign * improvement), NOISE, RUNS);
-                compare(direction, &noise, &baseline, &experiment).verdict == Verdict::Better
-            })
-            .count()
+        let k = runs as usize;
+        let noise = random.runs(100.0, NOISE, k);
+        let (mut baseline, mut experiment) = (Vec::new(), Vec::new());
+        for look in 1..=MAX_LOOKS {
+            baseline.extend(random.runs(100.0, NOISE, k));
+            experiment.extend(random.runs(100.0 * (1.0 + sign * change), NOISE, k));
+            let comparison = compare(direction, &noise, &baseline, &experiment, look);
+            if comparison.verdict != Verdict::MeasureMore {
+                return (comparison.verdict, experiment.len());
+            }
+        }
+        unreachable!("the last look decides")
+    }
+
+    /// Of 1,000 seeded draws: how many were kept, and the mean runs a side.
+    fn kept_of_1000(seed: u64, change: f64, direction: Direction, runs: u32) -> (usize, f64) {
+        let mut random = Random(seed);
+        let (mut kept, mut used) = (0, 0);
+        for _ in 0..1000 {
+            let (verdict, runs) = measure(&mut random, change, direction, runs);
+            kept += usize::from(verdict == Verdict::Better);
+            used += runs;
+        }
+        eprintln!(
+            "change {change:+} ({}), K = {runs}: kept {kept} of 1000, {:.2} runs a side on average",
+            direction.as_str(),
+            used as f64 / 1000.0
+        );
+        (kept, used as f64 / 1000.0)
     }
 
     #[test]
     fn a_neutral_change_with_jitter_is_never_kept() {
-        assert_eq!(kept_of_1000(1, 0.0, Direction::Lower), 0);
-        assert_eq!(kept_of_1000(2, 0.0, Direction::Higher), 0);
+        assert_eq!(kept_of_1000(1, 0.0, Direction::Lower, RUNS).0, 0);
+        assert_eq!(kept_of_1000(2, 0.0, Direction::Higher, RUNS).0, 0);
     }
 
     #[test]
     fn a_five_percent_improvement_under_two_percent_noise_is_kept() {
-        assert!(kept_of_1000(3, 0.05, Direction::Lower) >= 990);
-        assert!(kept_of_1000(4, 0.05, Direction::Higher) >= 990);
+        assert!(kept_of_1000(3, 0.05, Direction::Lower, RUNS).0 >= 990);
+        assert!(kept_of_1000(4, 0.05, Direction::Higher, RUNS).0 >= 990);
     }
 
     #[test]
     fn a_regression_is_worse_and_never_kept() {
         let mut random = Random(5);
-        let noise = random.runs(100.0, NOISE, RUNS);
-        let baseline = random.runs(100.0, NOISE, RUNS);
-        let experiment = random.runs(110.0, NOISE, RUNS);
-        let comparison = compare(Direction::Lower, &noise, &baseline, &experiment);
-        assert_eq!(comparison.verdict, Verdict::Worse, "{}", comparison.reason);
-        assert_eq!(kept_of_1000(6, -0.05, Direction::Lower), 0);
+        let (verdict, _) = measure(&mut random, -0.10, Direction::Lower, RUNS);
+        assert_eq!(verdict, Verdict::Worse);
+        assert_eq!(kept_of_1000(6, -0.05, Direction::Lower, RUNS).0, 0);
     }
 
     #[test]
-    fn a_metric_that_never_varies_is_compared_exactly() {
+    fn few_runs_a_side_can_still_keep_a_clear_improvement() {
+        for runs in 2..=4 {
+            assert!(can_decide(runs), "{runs}");
+            let (kept, _) = kept_of_1000(7 + u64::from(runs), 0.20, Direction::Lower, runs);
+            assert!(kept >= 990, "K = {runs}: {kept}");
+            assert_eq!(kept_of_1000(17 + u64::from(runs), 0.0, Direction::Lower, runs).0, 0);
+        }
+        assert!(!can_decide(0));
+    }
+
+    #[test]
+    fn only_a_metric_constant_on_both_sides_is_compared_exactly() {
         let same = [100.0, 100.0];
-        let better = compare(Direction::Lower, &same, &same, &[99.0, 99.0]);
+        let better = compare(Direction::Lower, &same, &same, &[99.0, 99.0], 1);
         assert_eq!(better.verdict, Verdict::Better, "{}", better.reason);
         assert_eq!(better.p_value, None);
-        assert_eq!(compare(Direction::Lower, &same, &same, &same).verdict, Verdict::Neutral);
-        assert_eq!(compare(Direction::Higher, &same, &same, &[99.0, 99.0]).verdict, Verdict::Worse);
+        let equal = compare(Direction::Lower, &same, &same, &same, 1);
+        assert_eq!(equal.verdict, Verdict::Neutral);
+        assert_eq!(equal.p_value, None);
+        let worse = compare(Direction::Higher, &same, &same, &[99.0, 99.0], 1);
+        assert_eq!(worse.verdict, Verdict::Worse);
+        // Each group constant, but the baseline printed 100 once and 103 now: the metric
+        // varies, so no exact comparison (and 1 better is within that noise).
+        let drifted = compare(Direction::Lower, &same, &[103.0, 103.0], &[102.0, 102.0], MAX_LOOKS);
+        assert!(drifted.p_value.is_some(), "{}", drifted.reason);
+        assert_eq!(drifted.verdict, Verdict::Neutral, "{}", drifted.reason);
+        // One side varies: the rank test decides.
+        let varies = compare(Direction::Lower, &same, &same, &[99.0, 100.0], 1);
+        assert!(varies.p_value.is_some(), "{}", varies.reason);
     }
 
     #[test]
