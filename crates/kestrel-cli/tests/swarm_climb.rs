@@ -12,7 +12,7 @@ use kestrel_testkit::Step;
 use serde_json::{Value, json};
 use std::path::Path;
 use swarm_support::{
-    PLANNER, SwarmTest, git, implement, implement_slowly, of_type, review, stderr,
+    PLANNER, SwarmTest, git, implement, implement_slowly, of_type, review, run_workdir, stderr,
 };
 
 /// The number to lower: the sum of a.txt, b.txt and c.txt (100 at the start). It talks
@@ -151,9 +151,13 @@ fn climb_keeps_only_the_improvement_and_says_why_for_each() {
     assert!(report.contains("1 file(s) +1 −1"), "{report}");
     let svg = std::fs::read_to_string(run_dir(&test, &run).join("climb.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.matches("<circle").count() == 2, "{svg}");
-    // Every experiment's diff is kept.
+    // Every experiment's diff is kept, a check-failed one's too.
     let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/slower.diff")).unwrap();
     assert!(diff.contains("+50"), "{diff}");
+    let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/broken.diff")).unwrap();
+    assert!(diff.contains("+gone"), "{diff}");
+    let broken = report.lines().find(|line| line.starts_with("| `broken` |")).unwrap();
+    assert!(broken.contains("1 file(s) +1 −1"), "{broken}");
 
     // status: the climb as JSON and as a table.
     let status = test.status_json(&run);
@@ -172,6 +176,7 @@ fn climb_keeps_only_the_improvement_and_says_why_for_each() {
         20.0
     );
     assert_eq!(by_id("broken")["median"], Value::Null);
+    assert_eq!(by_id("broken")["diff"], json!({"files": 1, "insertions": 1, "deletions": 1}));
     // The planner was offered swarm_experiments, not swarm_plan.
     let planner = test.requests_for(PLANNER);
     let tools: Vec<String> = planner[0]["tools"]
@@ -466,7 +471,223 @@ fn with_review_a_rejected_experiment_is_never_measured() {
     assert!(rejected["reason"].as_str().unwrap().contains("b.txt grows the sum"), "{rejected}");
     assert!(rejected.get("values").is_none(), "never measured: {rejected}");
     assert!(!run_dir(&test, &run).join("logs/slower-measure.log").exists());
+    // Its diff is kept all the same.
+    let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/slower.diff")).unwrap();
+    assert!(diff.contains("+50"), "{diff}");
+    assert_eq!(rejected["diff"], json!({"files": 1, "insertions": 1, "deletions": 1}));
     // The reviewer saw the experiment's diff.
     let reviews = test.requests_for(swarm_support::REVIEWER);
     assert!(reviews.iter().any(|body| body.to_string().contains("+50")), "{reviews:?}");
+}
+
+/// A planner proposing only `id`, which lowers the sum to 80 (a.txt 50 → 30).
+fn one_experiment(id: &str) -> Vec<Step> {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [experiment(id, "a.txt costs less when it holds 30")]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement(id, &[("a.txt", "30\n")]));
+    steps
+}
+
+fn one_args() -> Vec<&'static str> {
+    let mut args = climb_args();
+    let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
+    args[at + 1] = "1";
+    args
+}
+
+/// `kestrel swarm ARGS` in the background with `env` set.
+fn spawn_with(test: &SwarmTest, args: &[&str], env: &[(&str, &Path)]) -> swarm_support::Background {
+    let mut command = test.command(&[&["swarm"], args].concat());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    test.spawn(command)
+}
+
+fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !check() {
+        assert!(start.elapsed() < swarm_support::WAIT, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn metric_runs(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().matches("$ sh metric.sh").count()
+}
+
+#[test]
+fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
+    // The metric holds while a file exists (its sleep's pid written down); the planner's
+    // first answer streams slowly.
+    let mut steps = script();
+    steps[0] = steps[0].clone().with_fault(kestrel_testkit::Fault::SlowChunks { delay_ms: 300 });
+    let mut files = files();
+    files[0] = (
+        "metric.sh",
+        "if [ -e \"$CLIMB_HOLD\" ]; then sleep 300 & echo $! > \"$CLIMB_PID\"; wait; fi\n\
+         echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let test = SwarmTest::new(&files, steps, "");
+    let dir = tempfile::tempdir().unwrap();
+    let (hold, pid) = (dir.path().join("hold"), dir.path().join("pid"));
+    std::fs::write(&hold, "").unwrap();
+    let env = [("CLIMB_HOLD", hold.as_path()), ("CLIMB_PID", pid.as_path())];
+
+    // Ctrl+C while the baseline is measured.
+    let first = spawn_with(&test, &climb_args(), &env);
+    let sleeper = || std::fs::read_to_string(&pid).ok()?.trim().parse::<i32>().ok();
+    wait_until("the metric to hold", || sleeper().is_some());
+    let sleeper = sleeper().unwrap();
+    first.interrupt();
+    let output = first.wait();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("kestrel swarm resume"), "{err}");
+    wait_until("the metric's processes to be killed", || !alive(sleeper));
+    let run = test.run_id();
+    assert_eq!(test.status_json(&run)["state"], "interrupted");
+    assert!(of_type(&test.events(&run), "baseline_measured").is_empty());
+
+    // Ctrl+C while the planner's first turn runs.
+    std::fs::remove_file(&hold).unwrap();
+    let second = spawn_with(&test, &["resume", &run], &env);
+    wait_until("the planner's turn", || !test.requests_for(PLANNER).is_empty());
+    second.interrupt();
+    let output = second.wait();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(test.status_json(&run)["state"], "interrupted");
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "baseline_measured").len(), 1);
+    assert!(of_type(&events, "experiments_proposed").is_empty(), "{events:#?}");
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(decisions(&test.events(&run)), expected());
+    assert_only_the_improvement_merged(&test, &run);
+}
+
+/// A kill between a kept experiment's merge and its `merged` event: the resume finds the
+/// merge by its trailer and credits the new baseline to it. The experiment is called
+/// `baseline-1`: its logs are its own, apart from the baselines'.
+#[test]
+fn a_merge_whose_event_was_lost_is_credited_on_resume() {
+    let test = SwarmTest::new(&files(), one_experiment("baseline-1"), "");
+    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-merge");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    assert!(of_type(&test.events(&run), "merged").is_empty());
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "merged").len(), 1);
+    let status = test.status_json(&run);
+    let baselines = status["climb"]["baselines"].as_array().unwrap();
+    assert_eq!(baselines.len(), 2, "{status:#}");
+    assert_eq!(baselines[0]["after"], Value::Null);
+    assert_eq!(baselines[1]["after"], "baseline-1", "{status:#}");
+    assert_eq!(baselines[1]["median"], 80.0);
+    let trailers = git(
+        test.repo.path(),
+        &[
+            "log",
+            "--merges",
+            "--format=%(trailers:key=Kestrel-Swarm,valueonly)",
+            &format!("main..kestrel/{run}"),
+        ],
+    );
+    assert_eq!(trailers.trim(), format!("{run}/baseline-1/1"));
+    let logs = run_dir(&test, &run).join("logs");
+    assert_eq!(metric_runs(&logs.join("baseline-1-measure.log")), 6, "the experiment's runs");
+    assert_eq!(metric_runs(&logs.join("baseline_1-measure.log")), 3, "the first baseline's");
+    assert_eq!(metric_runs(&logs.join("baseline_2-measure.log")), 3, "the new baseline's");
+}
+
+/// The commit measured is the one merged: a commit added to the experiment's branch
+/// after its measurement (by hand, between a kill and the resume) is not.
+#[test]
+fn a_kept_experiment_merges_the_commit_that_was_measured() {
+    let test = SwarmTest::new(&files(), one_experiment("faster"), "");
+    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    let decided = of_type(&events, "experiment_decided");
+    assert_eq!(decided.len(), 1, "{events:#?}");
+    assert_eq!(decided[0]["decision"], "kept");
+    let measured = decided[0]["commit"].as_str().unwrap().to_string();
+    let worktree = run_workdir(&test, &run).join("faster");
+    std::fs::write(worktree.join("b.txt"), "0\n").unwrap();
+    git(&worktree, &["commit", "-q", "-am", "not measured"]);
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let branch = format!("kestrel/{run}");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:a.txt")]), "30\n");
+    assert_eq!(git(test.repo.path(), &["show", &format!("{branch}:b.txt")]), "30\n");
+    let merged = git(test.repo.path(), &["rev-parse", &format!("{branch}^2")]);
+    assert_eq!(merged.trim(), measured);
+}
+
+/// The metric failing on the baseline's side of a measurement is the baseline's fault:
+/// the experiment is not decided, the run stops (exit 1) saying so, and once the metric
+/// works again the resume measures it and keeps it.
+#[test]
+fn a_baseline_that_breaks_during_a_measurement_stops_the_run_without_blaming_the_experiment() {
+    let mut files = files();
+    // From its 4th run on (the first baseline took 3), the metric fails on the old a.txt
+    // while a file exists.
+    files[0] = (
+        "metric.sh",
+        "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
+         if [ -e \"$CLIMB_BREAK\" ] && [ \"$n\" -ge 3 ] && [ \"$(cat a.txt)\" = 50 ]; then exit 3; fi\n\
+         echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let test = SwarmTest::new(&files, one_experiment("faster"), "");
+    let dir = tempfile::tempdir().unwrap();
+    let (count, broken) = (dir.path().join("count"), dir.path().join("break"));
+    std::fs::write(&broken, "").unwrap();
+    let env = [("CLIMB_COUNT", count.as_path()), ("CLIMB_BREAK", broken.as_path())];
+    let output = spawn_with(&test, &one_args(), &env).wait();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the baseline") && err.contains("failed while `faster` was measured"),
+        "{err}"
+    );
+    assert!(err.contains("exited with 3"), "{err}");
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert!(of_type(&events, "experiment_decided").is_empty(), "{events:#?}");
+    assert_eq!(of_type(&events, "baseline_failed").len(), 1);
+    let status = test.status_json(&run);
+    assert_eq!(status["state"], "interrupted");
+    assert!(status["climb"]["baseline_failure"].as_str().unwrap().contains("faster"), "{status:#}");
+
+    std::fs::remove_file(&broken).unwrap();
+    let output = spawn_with(&test, &["resume", &run], &env).wait();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), [("faster".to_string(), "kept".to_string())]);
+    assert_eq!(test.status_json(&run)["climb"]["baseline_failure"], Value::Null);
 }
