@@ -691,3 +691,133 @@ fn a_baseline_that_breaks_during_a_measurement_stops_the_run_without_blaming_the
     assert_eq!(decisions(&events), [("faster".to_string(), "kept".to_string())]);
     assert_eq!(test.status_json(&run)["climb"]["baseline_failure"], Value::Null);
 }
+
+/// A measurement killed after its first look goes on from it: the looks are recorded and
+/// never measured again. The metric jitters (0, 1, 2 by a counter) and the experiment
+/// gains 2, so one look of 3 runs a side is promising but not conclusive.
+#[test]
+fn a_measurement_killed_between_looks_goes_on_from_the_looks_recorded() {
+    let mut files = files();
+    files[0] = (
+        "metric.sh",
+        "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
+         echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) + n % 3 ))\n",
+    );
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [experiment("faster", "a.txt costs less when it holds 48")]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "48\n")]));
+    let test = SwarmTest::new(&files, steps, "");
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-look").env("CLIMB_COUNT", &count);
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    assert_eq!(of_type(&test.events(&run), "experiment_measured").len(), 1);
+    let log = run_dir(&test, &run).join("logs/faster-measure.log");
+    assert_eq!(metric_runs(&log), 6);
+
+    let output = spawn_with(&test, &["resume", &run], &[("CLIMB_COUNT", count.as_path())]).wait();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    let looks: Vec<u64> = of_type(&events, "experiment_measured")
+        .iter()
+        .map(|event| event["look"].as_u64().unwrap())
+        .collect();
+    assert!(looks.len() >= 2, "measured again after the first look: {looks:?}");
+    assert_eq!(looks, (1..=looks.len() as u64).collect::<Vec<_>>(), "each look once");
+    let decided = of_type(&events, "experiment_decided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["values"].as_array().unwrap().len(), 3 * looks.len());
+    assert_eq!(metric_runs(&log), 6 * looks.len(), "the first look was not measured again");
+    assert!(
+        decided[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{} run(s) a side", 3 * looks.len()))
+    );
+}
+
+/// A climb interrupted while an implementer's turn streams and another experiment waits to
+/// be measured: on resume the turn goes on in the daemon (taken over) and no metric run
+/// falls inside it, across both processes.
+#[test]
+fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("faster", "a.txt costs less when it holds 30"),
+                experiment("slow", "the notes slow nothing down"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 700));
+    let mut files = files();
+    files[0] = (
+        "metric.sh",
+        "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let test = SwarmTest::new(&files, steps, "");
+    let dir = tempfile::tempdir().unwrap();
+    let stamps = dir.path().join("stamps");
+    let mut args = climb_args();
+    let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
+    args[at + 1] = "2";
+    let first = spawn_with(&test, &args, &[("CLIMB_STAMPS", stamps.as_path())]);
+    test.wait_for_event("faster's commit", |e| e["type"] == "committed" && e["task"] == "faster");
+    test.wait_for_event("slow's turn", |e| {
+        e["type"] == "turn_started" && e["task"] == "slow" && e["role"] == "implementer"
+    });
+    wait_until("slow's model request", || {
+        test.requests_for(swarm_support::IMPLEMENTER)
+            .iter()
+            .any(|body| body.to_string().contains("task=slow role=implementer"))
+    });
+    first.interrupt();
+    let output = first.wait();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let run = test.run_id();
+    assert!(of_type(&test.events(&run), "turn_finished").iter().all(|e| e["task"] != "slow"));
+
+    let resumed = spawn_with(&test, &["resume", &run], &[("CLIMB_STAMPS", stamps.as_path())]);
+    let output = resumed.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(
+        decisions(&events),
+        [("faster".to_string(), "kept".to_string()), ("slow".to_string(), "neutral".to_string())]
+    );
+    let runs: Vec<i64> = std::fs::read_to_string(&stamps)
+        .unwrap()
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    let slow = of_type(&events, "turn_started")
+        .into_iter()
+        .find(|e| e["task"] == "slow" && e["role"] == "implementer")
+        .unwrap();
+    let finished = of_type(&events, "turn_finished")
+        .into_iter()
+        .find(|f| f["session"] == slow["session"] && f["attempt"] == slow["attempt"])
+        .unwrap();
+    let (from, to) = (millis(&slow["ts"]), millis(&finished["ts"]));
+    for run in &runs {
+        assert!(
+            !(from < *run && *run < to),
+            "a metric run at {run} inside slow's turn ({from}..{to})"
+        );
+    }
+}

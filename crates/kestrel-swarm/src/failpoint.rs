@@ -3,7 +3,7 @@
 //! implementer's work is committed, before its event; `merge`: after the merge commit,
 //! before its check and event; `climb-measured`: after a climb's experiment was measured
 //! and decided, before a kept one is merged; `climb-merge`: after a kept experiment's merge
-//! commit, before its event. Nothing happens without the variable.
+//! commit, before its event; `climb-look`: after a look of a measurement was recorded. Nothing happens without the variable.
 
 pub fn hit(name: &str) {
     if std::env::var("KESTREL_SWARM_FAILPOINT").is_ok_and(|point| point == name) {

@@ -330,6 +330,7 @@ impl<'a> Experiment<'a> {
                         baseline: more_a.clone(),
                         values: more_b.clone(),
                     })?;
+                    crate::failpoint::hit("climb-look");
                     a.extend(more_a);
                     b.extend(more_b);
                 }
