@@ -1,6 +1,8 @@
 //! What the user's rules and approvals let through, mode by mode, through the real
 //! binary: an `allow_write` rule lets the file tools write outside the workspace in ask
-//! and auto; an `allow` rule runs its command outside the sandbox in auto, as ask does.
+//! and auto (exactly where its paths lead, never through a symlink out of it); an
+//! `allow` rule runs its command outside the sandbox in auto, as ask does, only when it
+//! covers every part of the command line.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -36,9 +38,13 @@ fn shell(command: &str) -> ScriptedToolCall {
     ScriptedToolCall::new("shell", json!({ "command": command }))
 }
 
-/// A directory outside the workspace (never /var/tmp itself).
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
+
+/// A directory outside the workspace that the sandbox keeps read-only (not under /tmp),
+/// wherever the checkout and the target dir live.
 fn outside() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    unconfined::unconfined_scratch()
 }
 
 fn add_config(env: &TestEnv, text: &str) {
@@ -110,4 +116,73 @@ fn an_allow_rule_runs_its_command_outside_the_sandbox_in_auto() {
     // A command no rule covers stays in the sandbox.
     assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
     assert!(git(&work2, &["tag"]).is_empty());
+}
+
+#[test]
+fn a_symlink_in_an_allow_write_directory_does_not_lead_the_write_out_of_it() {
+    let allowed = outside();
+    let elsewhere = outside();
+    let victim = elsewhere.path().join("victim.txt");
+    std::fs::write(&victim, "keep\n").unwrap();
+    let link = allowed.path().join("notes.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for mode in ["ask", "auto"] {
+        let env = TestEnv::new(Wire::Chat, script(vec![write(&link)]));
+        add_config(
+            &env,
+            &format!("[permissions]\nallow_write = [\"{}\"]", allowed.path().display()),
+        );
+        let output = env.kestrel(&["exec", "--mode", mode, "go"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let results = tool_results(&env);
+        assert!(results[0].1, "{mode}: the write went through the symlink: {results:?}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n", "{mode}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{mode}");
+    }
+}
+
+/// With `allow = ["git commit"]` in auto, a line that adds anything to the covered
+/// command (a list, a substitution, a pipe, a redirection, a second line, a subshell,
+/// a shell started with BASH_ENV) runs in the sandbox as without the rule: its
+/// `git commit` fails on the read-only `.git` and its write outside never happens.
+#[test]
+fn an_allow_rule_does_not_lift_the_sandbox_for_a_compound_command() {
+    let out = outside();
+    let o = out.path().display().to_string();
+    let commit = "git commit -q --allow-empty";
+    let abuses = [
+        format!("{commit} -m a; touch {o}/list"),
+        format!("{commit} -m a && touch {o}/and"),
+        format!("{commit} -m \"$(touch {o}/substitution)\""),
+        format!("{commit} -m \"`touch {o}/backticks`\""),
+        format!("{commit} -m a | tee {o}/pipe"),
+        format!("{commit} -m a > {o}/redirection"),
+        format!("{commit} -m a\ntouch {o}/newline"),
+        format!("({commit} -m a; touch {o}/subshell)"),
+        format!("BASH_ENV=./rc bash -c '{commit} -m a'"),
+    ];
+    let mut calls = vec![ScriptedToolCall::new(
+        "write_file",
+        json!({"path": "rc", "content": format!("touch {o}/bash_env\n")}),
+    )];
+    calls.extend(abuses.iter().map(|line| shell(line)));
+    calls.push(shell(&format!("{commit} -m covered")));
+    let env = TestEnv::new(Wire::Chat, script(calls));
+    let work = env.work_path();
+    git(&work, &["init", "-q"]);
+    git(&work, &["config", "user.name", "Test"]);
+    git(&work, &["config", "user.email", "test@example.org"]);
+    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert_eq!(results.len(), abuses.len() + 2, "{results:?}");
+    // The plain covered command ran unsandboxed; no abusing line's commit happened.
+    assert!(!results.last().unwrap().1, "{results:?}");
+    assert_eq!(git(&work, &["log", "--format=%s"]), "covered\n");
+    let written: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
 }

@@ -279,7 +279,11 @@ fn judge_command(
     }
     let text = words_text(&command.words);
     let words = strip_wrappers(&command.words);
-    if let Some(script) = nested_shell_script(words) {
+    let harmful_assignment =
+        command.assignments.iter().find(|(name, _)| !HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
+    // `BASH_ENV=x bash -c '…'` runs `x` first: only a shell started as written is
+    // judged by its script.
+    if let Some(script) = nested_shell_script(words).filter(|_| harmful_assignment.is_none()) {
         if depth < MAX_NESTED_SHELLS {
             analyze_into(script, location, depth + 1, concerns);
         } else {
@@ -287,8 +291,6 @@ fn judge_command(
         }
         return;
     }
-    let harmful_assignment =
-        command.assignments.iter().find(|(name, _)| !HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
     let program = words.first().filter(|word| word.literal).map(|word| word.text.as_str());
     let reason = match harmful_assignment {
         Some((name, _)) if words.is_empty() => {
