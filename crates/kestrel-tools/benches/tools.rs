@@ -276,6 +276,7 @@ fn context(root: &Path) -> ToolContext {
         mode: Mode::Auto,
         network: false,
         cancel: CancellationToken::new(),
+        granted_writes: Vec::new(),
     }
 }
 

@@ -2,12 +2,11 @@
 //! `replace_all` is set; a CRLF file keeps its CRLF line endings.
 
 use crate::arguments::{self, optional_bool};
-use crate::workspace::{self, Access, Place};
+use crate::workspace::{self, Access, WriteScope};
 use crate::{FileChange, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, diff, paths};
 use serde::Deserialize;
 use serde_json::json;
 use std::io;
-use std::path::Path;
 
 /// Match positions listed in the error for an ambiguous `old_string`.
 const LISTED_MATCHES: usize = 10;
@@ -75,7 +74,7 @@ impl Tool for EditFileTool {
                     "old_string and new_string are the same, so the edit would change nothing",
                 );
             }
-            let scope = workspace::write_scope(context).map(Path::to_path_buf);
+            let scope = WriteScope::of(context);
             let edit = Edit {
                 old: &arguments.old_string,
                 new: &arguments.new_string,
@@ -83,7 +82,7 @@ impl Tool for EditFileTool {
             };
             let target = path.clone();
             let place = match tokio::task::spawn_blocking(move || {
-                Place::open(scope.as_deref(), &target, false, &mut Vec::new())
+                scope.open(&target, false, &mut Vec::new())
             })
             .await
             {

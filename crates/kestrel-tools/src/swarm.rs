@@ -291,6 +291,7 @@ mod tests {
             mode: Mode::ReadOnly,
             network: false,
             cancel: CancellationToken::new(),
+            granted_writes: Vec::new(),
         }
     }
 

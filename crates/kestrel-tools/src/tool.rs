@@ -28,6 +28,11 @@ pub struct ToolContext {
     pub network: bool,
     /// Cancelled when the user interrupts the turn: tools stop and kill what they started.
     pub cancel: CancellationToken,
+    /// Files outside the workspace this one call may write (outside `yolo`), as they
+    /// resolved (symlinks followed) when the user approved the call or an `allow_write`
+    /// rule covered it: exactly these files, nothing beside them
+    /// ([`PermissionPolicy::granted_writes`](crate::permission::PermissionPolicy::granted_writes)).
+    pub granted_writes: Vec<PathBuf>,
 }
 
 impl ToolContext {

@@ -37,7 +37,8 @@ pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<Path
     }
     let workspace = resolve_existing(&normalize(&context.workspace));
     let real = resolve_existing(&lexical);
-    if real.starts_with(&workspace) {
+    let granted = access == Access::Write && context.granted_writes.contains(&real);
+    if real.starts_with(&workspace) || granted {
         Ok(lexical)
     } else {
         let via = if real == lexical {
@@ -63,13 +64,103 @@ pub fn confine(context: &ToolContext, path: &str, access: Access) -> Result<Path
     }
 }
 
-/// The directory writes of this session must stay beneath: the workspace, or `None`
-/// in `yolo` (writes go anywhere).
-pub(crate) fn write_scope(context: &ToolContext) -> Option<&Path> {
-    match context.mode {
-        Mode::Yolo => None,
-        Mode::ReadOnly | Mode::Ask | Mode::Auto => Some(&context.workspace),
+/// Where a call's writes may land, kept so by the kernel at the write (see [`Place`]).
+#[derive(Debug, Clone)]
+pub(crate) enum WriteScope {
+    /// `yolo`: anywhere.
+    Anywhere,
+    /// Beneath the workspace, and outside it exactly the files granted to the call
+    /// (`ToolContext::granted_writes`, resolved when they were approved).
+    Confined { workspace: PathBuf, granted: Vec<PathBuf> },
+}
+
+impl WriteScope {
+    pub(crate) fn of(context: &ToolContext) -> Self {
+        match context.mode {
+            Mode::Yolo => WriteScope::Anywhere,
+            Mode::ReadOnly | Mode::Ask | Mode::Auto => WriteScope::Confined {
+                workspace: context.workspace.clone(),
+                granted: context.granted_writes.clone(),
+            },
+        }
     }
+
+    /// [`Place::open`] within the scope. A granted file is opened beneath its nearest
+    /// existing ancestor and must resolve to exactly the granted file: a symlink
+    /// swapped in since the approval (or a path that now leads elsewhere) is refused.
+    pub(crate) fn open(
+        &self,
+        path: &Path,
+        create: bool,
+        created: &mut Vec<PathBuf>,
+    ) -> std::io::Result<Place> {
+        match self.root_for(&resolve_existing(&normalize(path))) {
+            Root::Anywhere => Place::open(None, path, create, created),
+            Root::Workspace(workspace) => Place::open(Some(workspace), path, create, created),
+            Root::Granted { file, root } => {
+                let place = Place::open(Some(&root), path, create, created)?;
+                same_as_granted(place, file)
+            }
+        }
+    }
+
+    /// [`Place::open_entry`] within the scope (the last component is not followed).
+    pub(crate) fn open_entry(&self, path: &Path) -> std::io::Result<Place> {
+        let path_normal = normalize(path);
+        let entry = match (path_normal.parent(), path_normal.file_name()) {
+            (Some(parent), Some(name)) => resolve_existing(parent).join(name),
+            _ => path_normal.clone(),
+        };
+        match self.root_for(&entry) {
+            Root::Anywhere => Place::open_entry(None, path),
+            Root::Workspace(workspace) => Place::open_entry(Some(workspace), path),
+            Root::Granted { file, root } => {
+                same_as_granted(Place::open_entry(Some(&root), path)?, file)
+            }
+        }
+    }
+
+    fn root_for<'a>(&'a self, target: &Path) -> Root<'a> {
+        match self {
+            WriteScope::Anywhere => Root::Anywhere,
+            WriteScope::Confined { workspace, granted } => {
+                match granted.iter().find(|file| file.as_path() == target) {
+                    Some(file) => Root::Granted { file, root: existing_ancestor(file) },
+                    None => Root::Workspace(workspace),
+                }
+            }
+        }
+    }
+}
+
+/// Where [`WriteScope`] opens one path.
+enum Root<'a> {
+    Anywhere,
+    Workspace(&'a Path),
+    Granted { file: &'a Path, root: PathBuf },
+}
+
+fn same_as_granted(place: Place, file: &Path) -> std::io::Result<Place> {
+    if place.path() == file {
+        Ok(place)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "it now leads to {}, not to the approved {} (a symlink changed)",
+                place.path().display(),
+                file.display()
+            ),
+        ))
+    }
+}
+
+/// The nearest ancestor of `file` that exists (the root at worst).
+fn existing_ancestor(file: &Path) -> PathBuf {
+    file.ancestors()
+        .skip(1)
+        .find(|dir| dir.is_dir())
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
 }
 
 /// The directory a search tool starts from: `path`, or the cwd when none is given,
@@ -171,6 +262,7 @@ mod tests {
             mode,
             network: false,
             cancel: CancellationToken::new(),
+            granted_writes: Vec::new(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! and reports the change as a unified diff.
 
 use crate::arguments;
-use crate::workspace::{self, Access, Place};
+use crate::workspace::{self, Access, WriteScope};
 use crate::{FileChange, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, diff, paths};
 use serde::Deserialize;
 use serde_json::json;
@@ -55,13 +55,12 @@ impl Tool for WriteFileTool {
                 Err(reason) => return ToolOutput::error(reason),
             };
             let shown = paths::display(context, &path);
-            let scope = workspace::write_scope(context).map(Path::to_path_buf);
+            let scope = WriteScope::of(context);
             let content = arguments.content.clone();
             let target = path.clone();
-            let written = tokio::task::spawn_blocking(move || {
-                write(scope.as_deref(), &target, content.as_bytes())
-            })
-            .await;
+            let written =
+                tokio::task::spawn_blocking(move || write(&scope, &target, content.as_bytes()))
+                    .await;
             let old = match written {
                 Ok(Ok(done)) => done,
                 Ok(Err(Failure::NotAFile(what))) => {
@@ -103,10 +102,10 @@ enum Failure {
     Io(io::Error),
 }
 
-/// Replaces the file at `path` (beneath `scope`, if any) with `content`, keeping its
+/// Replaces the file at `path` (within `scope`) with `content`, keeping its
 /// permissions. Its old bytes, `None` if it is new.
-fn write(scope: Option<&Path>, path: &Path, content: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
-    let place = Place::open(scope, path, true, &mut Vec::new()).map_err(Failure::Io)?;
+fn write(scope: &WriteScope, path: &Path, content: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
+    let place = scope.open(path, true, &mut Vec::new()).map_err(Failure::Io)?;
     let old = match place.read() {
         Ok(old) => old,
         Err(error) if error.kind() == io::ErrorKind::IsADirectory => {

@@ -262,3 +262,54 @@ async fn a_patch_rolled_back_restores_a_deleted_symlink_as_a_symlink() {
     assert_eq!(fs::read_link(&link).unwrap(), Path::new("target.txt"));
     assert_eq!(entries(dir.path()), ["blocker", "link.txt", "target.txt"]);
 }
+
+/// A write outside the workspace that the user approved (or `allow_write` covered)
+/// writes exactly the file its path resolved to when it was judged: once the path leads
+/// elsewhere (its last component or a directory on the way swapped for a symlink), each
+/// file tool refuses and nothing is written there.
+#[tokio::test]
+async fn a_granted_write_outside_the_workspace_writes_only_the_granted_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let approved = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = approved.path().canonicalize().unwrap().join("notes.txt");
+    let ctx = kestrel_tools::ToolContext {
+        granted_writes: vec![file.clone()],
+        ..context(dir.path(), Mode::Ask)
+    };
+    // Granted: written (and, inside the workspace, nothing changes).
+    ok(&call(&ctx, "write_file", json!({"path": file, "content": "one\n"})).await);
+    ok(&call(&ctx, "edit_file", json!({"path": file, "old_string": "one", "new_string": "two"}))
+        .await);
+    assert_eq!(fs::read_to_string(&file).unwrap(), "two\n");
+    // Not granted: a sibling of the granted file.
+    let sibling = approved.path().join("other.txt");
+    let refused = call(&ctx, "write_file", json!({"path": sibling, "content": "x"})).await;
+    assert!(refused.is_error && !sibling.exists(), "{}", refused.content);
+
+    // The granted name now a symlink to elsewhere: every tool refuses.
+    let target = elsewhere.path().join("victim.txt");
+    fs::write(&target, "keep\n").unwrap();
+    fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    let patch = format!("*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch\n", file.display());
+    for (tool, arguments) in [
+        ("write_file", json!({"path": file, "content": "x"})),
+        ("edit_file", json!({"path": file, "old_string": "keep", "new_string": "x"})),
+        ("apply_patch", json!({"patch": patch})),
+    ] {
+        let output = call(&ctx, tool, arguments).await;
+        assert!(output.is_error, "{tool} wrote through the swapped-in symlink: {}", output.content);
+    }
+    assert_eq!(fs::read_to_string(&target).unwrap(), "keep\n");
+
+    // The granted file's directory swapped for a symlink: refused as well.
+    fs::remove_file(&file).unwrap();
+    let moved = tempfile::tempdir().unwrap();
+    fs::rename(approved.path(), moved.path().join("was")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), approved.path()).unwrap();
+    let output = call(&ctx, "write_file", json!({"path": file, "content": "x"})).await;
+    assert!(output.is_error, "{}", output.content);
+    assert_eq!(entries(elsewhere.path()), ["victim.txt"]);
+    fs::remove_file(approved.path()).unwrap();
+}

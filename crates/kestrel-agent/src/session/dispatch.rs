@@ -13,6 +13,7 @@ use kestrel_model::{ContentPart, Message, ToolCall};
 use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem, StopReason, Usage};
 use kestrel_tools::permission::{Assessment, save_rules};
 use kestrel_tools::{ToolContext, ToolImage, ToolOutput};
+use std::path::PathBuf;
 use std::time::Instant;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -58,6 +59,7 @@ impl Session {
                 mode: self.control.mode(),
                 network: self.settings.network,
                 cancel: cancel.clone(),
+                granted_writes: Vec::new(),
             };
             let together = self.runs_together(&calls[index].name);
             let end = if together {
@@ -88,10 +90,11 @@ impl Session {
                     self.tools.call(&call.name, &call.arguments, &context).await
                 } else {
                     match self.permission(call, context.mode, cancel).await {
-                        Ok(run_as) => {
+                        Ok((run_as, granted_writes)) => {
                             sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() })
                                 .await;
-                            let context = ToolContext { mode: run_as, ..context.clone() };
+                            let context =
+                                ToolContext { mode: run_as, granted_writes, ..context.clone() };
                             self.checked_call(call, &context).await?
                         }
                         Err(refusal) => ToolOutput::error(refusal),
@@ -242,16 +245,20 @@ impl Session {
     /// Decides whether a call that may change things runs (kestrel_tools::permission),
     /// asking the approver when the policy says so, and in which mode it then runs. `Err`
     /// is the refusal for the model. A cancelled turn stops waiting for an answer at once.
+    /// With the mode come the files outside the workspace the call may write, resolved
+    /// when it was judged (before the question), so a symlink swapped in while the user
+    /// reads it cannot send the write elsewhere.
     async fn permission(
         &mut self,
         call: &ToolCall,
         mode: Mode,
         cancel: &CancellationToken,
-    ) -> Result<Mode, String> {
+    ) -> Result<(Mode, Vec<PathBuf>), String> {
         let read_only = self.tools.is_read_only(&call.name);
+        let granted = self.policy.granted_writes(mode, &call.name, &call.arguments);
         let (summary, always, run_as) =
             match self.policy.assess(mode, &call.name, &call.arguments, read_only) {
-                Assessment::Allow { run_as } => return Ok(run_as),
+                Assessment::Allow { run_as } => return Ok((run_as, granted)),
                 Assessment::Deny { reason } => return Err(reason),
                 Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
             };
@@ -273,10 +280,10 @@ impl Session {
             },
         };
         match decision {
-            ApprovalDecision::AllowOnce => Ok(run_as),
+            ApprovalDecision::AllowOnce => Ok((run_as, granted)),
             ApprovalDecision::AllowAlways => {
                 self.policy.remember(&always);
-                Ok(run_as)
+                Ok((run_as, granted))
             }
             ApprovalDecision::AllowAlwaysAndSave => {
                 self.policy.remember(&always);
@@ -287,7 +294,7 @@ impl Session {
                         Notice { kind: NoticeKind::Error, message, model: None, mode: None };
                     let _ = self.write(RecordItem::Notice { notice });
                 }
-                Ok(run_as)
+                Ok((run_as, granted))
             }
             ApprovalDecision::Deny { reason } => Err(match reason {
                 Some(reason) => format!("the user denied `{}`: {reason}", call.name),

@@ -7,7 +7,7 @@ use super::parser::{FileOperation, Patch, parse_patch};
 use super::update::update_text;
 use super::write::{Write, write_all};
 use crate::ChangeText;
-use crate::workspace::normalize;
+use crate::workspace::{WriteScope, normalize};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
@@ -35,11 +35,11 @@ pub fn apply_patch_with(
     PatchPlan::new(&patch, resolve)?.commit()
 }
 
-/// Like [`apply_patch_with`], every write kept beneath `scope` by the kernel (a path
+/// Like [`apply_patch_with`], every write kept within `scope` by the kernel (a path
 /// changed into a symlink after `resolve` checked it cannot lead out).
 pub(crate) fn apply_patch_beneath(
     text: &str,
-    scope: Option<&Path>,
+    scope: &WriteScope,
     resolve: impl FnMut(&str) -> Result<PathBuf, String>,
 ) -> Result<PatchSummary, PatchError> {
     let patch = parse_patch(text)?;
@@ -176,10 +176,10 @@ impl PatchPlan {
     /// into place. On a failed step the steps before it are undone and
     /// [`PatchError::WriteFailed`] says whether that fully worked.
     pub fn commit(self) -> Result<PatchSummary, PatchError> {
-        self.commit_beneath(None)
+        self.commit_beneath(&WriteScope::Anywhere)
     }
 
-    fn commit_beneath(self, scope: Option<&Path>) -> Result<PatchSummary, PatchError> {
+    fn commit_beneath(self, scope: &WriteScope) -> Result<PatchSummary, PatchError> {
         let summary = self.summary();
         let mut removals = Vec::new();
         let mut writes = Vec::new();

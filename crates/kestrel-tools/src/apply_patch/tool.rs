@@ -3,7 +3,7 @@
 //! anything is written.
 
 use super::plan::{PatchSummary, apply_patch_beneath};
-use crate::workspace::{Access, confine, write_scope};
+use crate::workspace::{Access, WriteScope, confine};
 use crate::{FileChange, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput};
 use serde_json::{Value, json};
 
@@ -70,8 +70,8 @@ impl Tool for ApplyPatchTool {
             let context = context.clone();
             // File I/O is blocking; the patch is small, so a blocking thread suffices.
             let outcome = tokio::task::spawn_blocking(move || {
-                let scope = write_scope(&context);
-                apply_patch_beneath(&patch, scope, |path| confine(&context, path, Access::Write))
+                let scope = WriteScope::of(&context);
+                apply_patch_beneath(&patch, &scope, |path| confine(&context, path, Access::Write))
             })
             .await;
             match outcome {

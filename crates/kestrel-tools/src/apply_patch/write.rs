@@ -3,7 +3,7 @@
 //! step fails, the steps already done are undone in reverse order.
 
 use super::error::PatchError;
-use crate::workspace::Place;
+use crate::workspace::WriteScope;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -34,10 +34,10 @@ enum Undo<'a> {
     RemoveDirectory(PathBuf),
 }
 
-/// Performs the steps in order; on the first failure undoes the earlier ones. With
-/// `scope`, every file and directory is reached through the kernel's confinement to
-/// it (see [`Place`]), undo steps included.
-pub(crate) fn write_all(scope: Option<&Path>, steps: &[Write<'_>]) -> Result<(), PatchError> {
+/// Performs the steps in order; on the first failure undoes the earlier ones. Every
+/// file and directory is reached within `scope` (through the kernel's confinement,
+/// see `Place`), undo steps included.
+pub(crate) fn write_all(scope: &WriteScope, steps: &[Write<'_>]) -> Result<(), PatchError> {
     let mut undo = Vec::new();
     for step in steps {
         if let Err(source) = perform(scope, step, &mut undo) {
@@ -48,9 +48,9 @@ pub(crate) fn write_all(scope: Option<&Path>, steps: &[Write<'_>]) -> Result<(),
     Ok(())
 }
 
-fn perform<'a>(scope: Option<&Path>, step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
+fn perform<'a>(scope: &WriteScope, step: &Write<'a>, undo: &mut Vec<Undo<'a>>) -> io::Result<()> {
     let Some(content) = step.content else {
-        let place = Place::open_entry(scope, step.path)?;
+        let place = scope.open_entry(step.path)?;
         let is_link = place
             .entry_status()?
             .is_some_and(|status| status.st_mode & libc::S_IFMT == libc::S_IFLNK);
@@ -69,7 +69,7 @@ fn perform<'a>(scope: Option<&Path>, step: &Write<'a>, undo: &mut Vec<Undo<'a>>)
     };
     // Writing through a symlink updates its target instead of replacing the link.
     let mut created = Vec::new();
-    let opened = Place::open(scope, step.path, true, &mut created);
+    let opened = scope.open(step.path, true, &mut created);
     undo.extend(created.into_iter().map(Undo::RemoveDirectory));
     let place = opened?;
     place.replace(content, mode(step.permissions))?;
@@ -87,7 +87,7 @@ fn mode(permissions: Option<&fs::Permissions>) -> Option<u32> {
     permissions.map(|permissions| permissions.mode() & 0o7777)
 }
 
-fn roll_back(scope: Option<&Path>, undo: Vec<Undo<'_>>) -> String {
+fn roll_back(scope: &WriteScope, undo: Vec<Undo<'_>>) -> String {
     if undo.is_empty() {
         return "nothing had been changed".to_string();
     }
@@ -95,22 +95,21 @@ fn roll_back(scope: Option<&Path>, undo: Vec<Undo<'_>>) -> String {
     for step in undo.into_iter().rev() {
         let (path, result) = match step {
             Undo::Restore { path, content, permissions } => {
-                let result = Place::open(scope, &path, true, &mut Vec::new())
+                let result = scope
+                    .open(&path, true, &mut Vec::new())
                     .and_then(|place| place.replace(content, mode(permissions)));
                 (path, result)
             }
             Undo::Relink { path, target } => {
-                let result =
-                    Place::open_entry(scope, &path).and_then(|place| place.make_symlink(&target));
+                let result = scope.open_entry(&path).and_then(|place| place.make_symlink(&target));
                 (path, result)
             }
             Undo::Remove(path) => {
-                let result = Place::open_entry(scope, &path).and_then(|place| place.remove_file());
+                let result = scope.open_entry(&path).and_then(|place| place.remove_file());
                 (path, result)
             }
             Undo::RemoveDirectory(path) => {
-                let result =
-                    Place::open_entry(scope, &path).and_then(|place| place.remove_directory());
+                let result = scope.open_entry(&path).and_then(|place| place.remove_directory());
                 (path, result)
             }
         };

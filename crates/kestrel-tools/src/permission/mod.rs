@@ -9,10 +9,12 @@
 //!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is
 //!   never refused by parsing; only when no sandbox can be had does a command that is not
 //!   known read-only need approval. What the user's rules cover runs as in ask: a covered
-//!   command unsandboxed, a covered file write outside the workspace unconfined.
+//!   command unsandboxed (only when the rules cover every part of the line), a
+//!   covered file write outside the workspace.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
 //!   tools need approval, unless an "always" rule covers them. An approved or covered
-//!   file write outside the workspace runs unconfined (the tools run as in yolo for it).
+//!   file write outside the workspace writes exactly the file its path resolved to
+//!   when it was judged (`granted_writes`), never where a symlink leads later.
 //! - `read-only`: reads and known read-only commands run, and tools the user allowed by
 //!   name; everything else is refused.
 //!
@@ -267,18 +269,26 @@ impl PermissionPolicy {
         let paths = written_paths(tool, arguments, &self.cwd);
         // `link/../f` lands wherever `link` points: no rule can say it is covered.
         let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
-        // An approved or allowed write outside the workspace runs unconfined (as in
-        // yolo) for this call: the user vouched for exactly these paths.
-        let run_as = if paths.iter().all(|path| self.inside(path)) { mode } else { Mode::Yolo };
+        // An approved or allowed write outside the workspace writes exactly the files
+        // the paths resolve to now (`granted_writes`), nothing else.
+        let run_as = mode;
         // Arguments the tool will refuse change nothing: let it say what is wrong.
         if paths.is_empty() || (lexical && paths.iter().all(|path| self.write_covered(path))) {
             return Assessment::Allow { run_as };
         }
         let shown: Vec<String> = paths
             .iter()
-            .map(|path| match guarded_place(&self.cwd, path) {
-                Some(why) => format!("{} ({why})", self.show(path)),
-                None => self.show(path),
+            .map(|path| {
+                let real = resolve_existing(path);
+                let shown = if self.inside(path) || real == *path {
+                    self.show(path)
+                } else {
+                    format!("{} (it resolves to {})", self.show(path), real.display())
+                };
+                match guarded_place(&self.cwd, path) {
+                    Some(why) => format!("{shown} ({why})"),
+                    None => shown,
+                }
             })
             .collect();
         let verb = match tool {
@@ -302,16 +312,49 @@ impl PermissionPolicy {
         resolve_existing(path).starts_with(resolve_existing(&normalize(&self.cwd)))
     }
 
-    fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
+    /// Whether a call of a file tool in auto writes outside the workspace with every
+    /// path covered by `allow_write` (then it may, as an allowed write does in ask).
+    fn auto_outside_covered(&self, tool: &str, arguments: &Value) -> bool {
         let paths = written_paths(tool, arguments, &self.cwd);
-        // Outside the workspace the tools refuse, unless `allow_write` covers every path:
-        // then the call runs unconfined, as an allowed write does in ask.
         let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
-        if !paths.iter().all(|path| self.inside(path))
+        !paths.iter().all(|path| self.inside(path))
             && lexical
             && paths.iter().all(|path| self.write_covered(path))
-        {
-            return Assessment::Allow { run_as: Mode::Yolo };
+    }
+
+    /// The files outside the workspace a call of a file tool in `mode` may write once
+    /// the policy allows it (an `allow_write` rule covers it) or the user approves it
+    /// (ask): each path outside the workspace as it resolves now, symlinks followed.
+    /// Call it with [`assess`](Self::assess) and pass the result to the tool
+    /// (`ToolContext::granted_writes`): the tool then writes exactly these files and
+    /// refuses a path that has come to lead elsewhere since. Empty for every other
+    /// call, and in auto when some path is not covered (the tool refuses it then).
+    pub fn granted_writes(&self, mode: Mode, tool: &str, arguments: &str) -> Vec<PathBuf> {
+        if !FILE_TOOLS.contains(&tool) {
+            return Vec::new();
+        }
+        let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        let granted = match mode {
+            Mode::Ask => true,
+            Mode::Auto => self.auto_outside_covered(tool, &arguments),
+            Mode::Yolo | Mode::ReadOnly => false,
+        };
+        if !granted {
+            return Vec::new();
+        }
+        written_paths(tool, &arguments, &self.cwd)
+            .iter()
+            .filter(|path| !self.inside(path))
+            .map(|path| resolve_existing(path))
+            .collect()
+    }
+
+    fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
+        let paths = written_paths(tool, arguments, &self.cwd);
+        // Outside the workspace the tools refuse, unless `allow_write` covers every path
+        // (see `granted_writes`).
+        if self.auto_outside_covered(tool, arguments) {
+            return Assessment::Allow { run_as: Mode::Auto };
         }
         let guarded: Vec<(PathBuf, &str)> = paths
             .into_iter()

@@ -16,6 +16,7 @@ pub fn context(root: &Path, mode: Mode) -> ToolContext {
         mode,
         network: false,
         cancel: CancellationToken::new(),
+        granted_writes: Vec::new(),
     }
 }
 
