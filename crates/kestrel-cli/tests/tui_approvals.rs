@@ -6,6 +6,9 @@
 
 mod common;
 mod tui_support;
+/// A directory outside the workspace wherever the checkout and the target dir live.
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
 
 use kestrel_testkit::{Key, Script, Step};
 use serde_json::json;
@@ -190,7 +193,7 @@ fn the_prompt_is_highlighted_and_the_selection_stands_out() {
 
 #[test]
 fn an_approved_write_outside_the_workspace_happens() {
-    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let elsewhere = unconfined::unconfined_scratch();
     let target = elsewhere.path().join("x.txt");
     let script = Script::new([
         Step::tool_call("write_file", json!({"path": target, "content": "approved\n"})),
