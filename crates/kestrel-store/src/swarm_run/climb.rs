@@ -118,9 +118,11 @@ impl SwarmRunDir {
         };
         let _ = writeln!(
             text,
-            "Checks: {checks}. {} runs a side, interleaved with the baseline's. An experiment \
-             is kept when a one-sided Mann–Whitney U test gives p ≤ 0.01 and its median beats \
-             the baseline's by at least 4 standard errors (docs/swarm.md, \"climb\").\n",
+            "Checks: {checks}. {} runs a side per look, interleaved with the baseline's, up \
+             to 4 looks. An experiment is kept when a one-sided Mann–Whitney U test gives \
+             p ≤ 0.0025 (0.01 split over the looks) and its median beats the baseline's by at \
+             least 4 standard errors; a promising one is measured again (docs/swarm.md, \
+             \"climb\").\n",
             climb.runs
         );
         text.push_str("## The baseline\n\n![the baseline over time](climb.svg)\n\n");

@@ -39,7 +39,8 @@ pub fn planner(
     let _ = writeln!(
         text,
         "Each experiment is built by an implementer in its own worktree from the current \
-         baseline, then measured against it ({} interleaved runs each); only an experiment \
+         baseline, then measured against it ({} interleaved runs each, more while it is \
+         promising but not conclusive); only an experiment \
          that beats the baseline beyond noise is merged and becomes the new baseline.\n",
         settings.runs
     );
