@@ -1,13 +1,16 @@
 //! Disk that does not grow forever: `kestrel sessions` shows what each session uses,
-//! `kestrel sessions rm` removes sessions (never a live one), and every run cleans up
-//! checkpoint data past `[storage] checkpoint_days`.
+//! `kestrel sessions rm` removes sessions (never a live one, in a worker or served by
+//! the daemon between workers), and every run cleans up checkpoint data past
+//! `[storage] checkpoint_days` or over the size cap.
 
 // Helpers outside #[test] fns are test code too: a failed set-up should panic.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod daemon_support;
 
 use common::{TestEnv, Wire, stderr, stdout};
+use daemon_support::{DaemonTest, eventually, kill};
 use kestrel_protocol::{
     RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId, Timestamp,
 };
@@ -167,4 +170,61 @@ fn checkpoint_days_is_read_from_the_config() {
         "{}",
         stderr(&refused)
     );
+}
+
+/// Sends SIGCONT to a process stopped by the test, however the test ends.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        kill(self.0, libc::SIGCONT);
+    }
+}
+
+/// A session the daemon serves, with old checkpoint data over the size cap: a run's
+/// clean-up leaves it alone and `sessions rm` refuses it, while its worker has it open
+/// and also between two workers (the worker killed while the daemon cannot restart it
+/// yet: nothing has the record open, only the daemon's hold says it is live).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_daemon_serves_survives_clean_up_and_rm_even_between_workers() {
+    let test = DaemonTest::new(Script::new([Step::text("done"), Step::text("done")]));
+    let env = &test.env;
+    let cwd = env.work_path();
+    old_session(env, "served", 90);
+    let data = home(env).checkpoints_dir().join("served");
+    std::fs::write(data.join("blobs").join("big"), vec![1u8; 2_000_000]).unwrap();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n[storage]\ncheckpoint_max_mb = 1\n"));
+    let client = test.client().await;
+    client.load("served", &cwd).await.expect("the daemon loads the session");
+    let worker = test.wait_worker_pid("served", None);
+
+    let check = |when: &str| {
+        // The clean-up runs at most hourly: make it due.
+        let _ = std::fs::remove_file(home(env).checkpoints_dir().join(".cleaned"));
+        let run = test.command(&["exec", "hi"]).output().unwrap();
+        assert!(run.status.success(), "{when}: {}", stderr(&run));
+        assert!(data.join("blobs").join("big").exists(), "{when}: clean-up removed its data");
+        let rm = test.command(&["sessions", "rm", "served"]).output().unwrap();
+        assert_eq!(rm.status.code(), Some(1), "{when}: {}", stderr(&rm));
+        let message = stderr(&rm);
+        assert!(message.contains("session served is open in a worker"), "{when}: {message}");
+        assert!(message.contains("nothing was removed"), "{when}: {message}");
+        assert!(listed_ids(env).contains(&"served".to_owned()), "{when}");
+    };
+    check("with its worker");
+
+    let daemon = test.daemon_pid().expect("the daemon runs");
+    kill(daemon, libc::SIGSTOP);
+    let _resume = Resume(daemon);
+    kill(worker as u32, libc::SIGKILL);
+    // The record's lock went with the worker (a brief open here shows it is free).
+    let id = SessionId::from_string("served");
+    eventually("the killed worker's lock to go", || SessionRecord::open(&home(env), &id).is_ok())
+        .await;
+    check("between two workers");
+
+    kill(daemon, libc::SIGCONT);
+    let restarted = test.wait_worker_pid("served", Some(worker));
+    assert_ne!(restarted, worker);
 }

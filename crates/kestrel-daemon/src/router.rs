@@ -107,8 +107,9 @@ impl Router {
     }
 
     pub(crate) fn register(&self, id: &str, session: Arc<LiveSession>) {
-        lock(&self.sessions).insert(id.to_owned(), session);
+        lock(&self.sessions).insert(id.to_owned(), session.clone());
         *lock(&self.idle_since) = None;
+        session.hold(&self.settings.home, &self.log);
     }
 
     /// Registers `session` under `id` unless another is there already.
@@ -120,6 +121,7 @@ impl Router {
         sessions.insert(id.to_owned(), session.clone());
         drop(sessions);
         *lock(&self.idle_since) = None;
+        session.hold(&self.settings.home, &self.log);
         true
     }
 
@@ -127,6 +129,8 @@ impl Router {
     pub(crate) fn unregister(&self, id: &str, session: &Arc<LiveSession>) {
         let mut sessions = lock(&self.sessions);
         if sessions.get(id).is_some_and(|known| Arc::ptr_eq(known, session)) {
+            // Released before the next session of this id can be registered and hold it.
+            session.release_hold();
             sessions.remove(id);
         }
         drop(sessions);

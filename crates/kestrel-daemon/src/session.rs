@@ -3,9 +3,11 @@
 //! behind a std mutex that is never held across an `.await`.
 
 use crate::client_link::{ClientId, ClientLink};
+use crate::log::DaemonLog;
 use crate::messages;
 use crate::worker::WorkerLink;
 use kestrel_protocol::jsonrpc::{Message, Notification, RequestId, RpcError};
+use kestrel_store::{KestrelHome, SessionHold};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -94,6 +96,9 @@ pub(crate) struct LiveSession {
     id: OnceLock<String>,
     state: Mutex<SessionState>,
     phase: watch::Sender<Phase>,
+    /// Held while the router lists the session, so that clean-up and `sessions rm`
+    /// leave it alone between two workers (a restart) too.
+    hold: Mutex<Option<SessionHold>>,
 }
 
 impl LiveSession {
@@ -108,6 +113,7 @@ impl LiveSession {
         Arc::new(Self {
             id: cell,
             phase,
+            hold: Mutex::new(None),
             state: Mutex::new(SessionState {
                 worker: None,
                 clients: BTreeMap::new(),
@@ -135,6 +141,26 @@ impl LiveSession {
 
     pub(crate) fn set_id(&self, id: &str) {
         let _ = self.id.set(id.to_owned());
+    }
+
+    /// Holds the session live on disk (see `kestrel_store::SessionHold`), waiting while
+    /// a removal of its data runs. A hold that cannot be taken is logged; the session
+    /// still runs (its worker's record lock protects it while the worker lives).
+    pub(crate) fn hold(&self, home: &KestrelHome, log: &DaemonLog) {
+        let Some(id) = self.id() else { return };
+        let mut hold = self.hold.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if hold.is_some() {
+            return;
+        }
+        match SessionHold::take(home, id) {
+            Ok(taken) => *hold = Some(taken),
+            Err(error) => log.line(format!("session {id}: cannot hold it live: {error}")),
+        }
+    }
+
+    /// Releases the hold: the daemon no longer serves the session.
+    pub(crate) fn release_hold(&self) {
+        self.hold.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
     }
 
     /// The session's state. A poisoned lock (a panic elsewhere) still yields the state:

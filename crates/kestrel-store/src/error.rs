@@ -39,7 +39,7 @@ pub enum StoreError {
     /// A record for this id already exists; ids are never reused.
     /// A removal found the session open in a worker (its record locked).
     #[error(
-        "session {id} is open in a worker: close it (or `kestrel daemon stop`) before removing it; nothing was removed"
+        "session {id} is open in a worker (or a daemon serves it): close it (or `kestrel daemon stop`) before removing it; nothing was removed"
     )]
     SessionLive { id: String },
 

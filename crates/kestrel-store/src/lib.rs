@@ -13,6 +13,7 @@ mod paths;
 mod record;
 mod record_copy;
 mod replay;
+mod session_hold;
 mod session_list;
 mod storage;
 mod swarm_run;
@@ -32,6 +33,7 @@ pub use paths::{KestrelHome, ensure_dir, replace_file};
 pub use record::{SessionRecord, fork};
 pub use record_copy::{export_record, import_record};
 pub use replay::{Replay, read_record};
+pub use session_hold::SessionHold;
 pub use session_list::list_sessions_response;
 pub use storage::{
     CleanUp, RemovedSession, SessionDisk, clean_checkpoints, clean_checkpoints_if_due, dir_size,

@@ -1,12 +1,16 @@
 //! The disk sessions use, and giving it back: `kestrel sessions rm`, and the clean-up of
 //! checkpoint data (`checkpoints/<session>/`) past `[storage] checkpoint_days` or over
 //! `[storage] checkpoint_max_mb`. A session open in a worker holds its record's lock
-//! (record.rs): nothing of a live session is ever removed, and a removal holds that lock
-//! itself while it works, so no worker opens the session meanwhile.
+//! (record.rs) and one a daemon serves is held by the daemon even between workers
+//! (session_hold.rs): nothing of a live session is ever removed, and a removal holds
+//! both itself while it works, so no worker or daemon takes the session up meanwhile.
+//! Checkpoint data the index does not know is judged by its files' times: kept while
+//! any of them is recent.
 
 use crate::file_lock;
 use crate::index::{self, SessionIndex, SessionSummary};
 use crate::paths::KestrelHome;
+use crate::session_hold::{self, Claim};
 use crate::{StorageSettings, StoreError};
 use kestrel_protocol::{SessionId, Timestamp};
 use std::collections::HashMap;
@@ -68,8 +72,8 @@ pub struct RemovedSession {
 /// is removed, so an unknown id or a live session removes nothing.
 ///
 /// Fails with [`StoreError::SessionNotFound`] or [`StoreError::AmbiguousSession`] for a
-/// query, [`StoreError::SessionLive`] when a worker has one of them open, or an I/O error
-/// (what was removed before it stays removed).
+/// query, [`StoreError::SessionLive`] when a worker has one of them open or a daemon
+/// serves it, or an I/O error (what was removed before it stays removed).
 pub fn remove_sessions(
     home: &KestrelHome,
     queries: &[String],
@@ -83,10 +87,10 @@ pub fn remove_sessions(
     }
     let held = sessions
         .iter()
-        .map(|session| hold(session).map(|lock| (session, lock)))
+        .map(|session| hold(home, session).map(|locks| (session, locks)))
         .collect::<Result<Vec<_>, _>>()?;
     let mut removed = Vec::with_capacity(held.len());
-    for (session, _lock) in held {
+    for (session, _locks) in held {
         let bytes = session_disk(home, session).total();
         remove_dir(&home.checkpoints_dir().join(session.id.as_str()))?;
         match std::fs::remove_file(&session.path) {
@@ -100,8 +104,9 @@ pub fn remove_sessions(
     Ok(removed)
 }
 
-/// Sessions last active more than `days` days before `now` that no worker has open
-/// (live ones are left out), oldest first: what `sessions rm --older-than` removes.
+/// Sessions last active more than `days` days before `now` that no worker has open and
+/// no daemon serves (live ones are left out), oldest first: what `sessions rm
+/// --older-than` removes.
 pub fn sessions_older_than(
     home: &KestrelHome,
     days: u32,
@@ -112,6 +117,7 @@ pub fn sessions_older_than(
         .into_iter()
         .filter(|session| session.updated_at.millis < cutoff)
         .filter(|session| !file_lock::is_locked_exclusively(&session.path))
+        .filter(|session| session_hold::claim(home, session.id.as_str()).is_ok())
         .collect();
     old.reverse();
     Ok(old)
@@ -122,7 +128,8 @@ pub fn sessions_older_than(
 pub struct CleanUp {
     /// The sessions whose checkpoint data was removed, with its bytes.
     pub removed: Vec<(String, u64)>,
-    /// Checkpoint data left in place because its session is open in a worker.
+    /// Checkpoint data left in place because its session is open in a worker or
+    /// served by a daemon.
     pub live: usize,
 }
 
@@ -150,9 +157,11 @@ pub fn clean_checkpoints_if_due(
 
 /// Removes the checkpoint data of sessions last active more than `checkpoint_days` days
 /// before `now`, then, while the rest is over `checkpoint_max_mb`, that of the least
-/// recently active sessions. The data of a live session (its record locked by a worker)
-/// is never touched; a session's record stays (it can still be resumed, but not undone).
-/// Data whose session is gone counts as last active when its directory last changed.
+/// recently active sessions. The data of a live session (its record locked by a worker,
+/// or held by a daemon) is never touched; a session's record stays (it can still be
+/// resumed, but not undone). Data whose session the index does not list counts as last
+/// active when its newest file last changed, and is removed only once that is past
+/// `checkpoint_days` (never for the size cap: it may belong to a session just starting).
 pub fn clean_checkpoints(
     home: &KestrelHome,
     settings: &StorageSettings,
@@ -180,7 +189,7 @@ pub fn clean_checkpoints(
         let session = sessions.get(&name).cloned();
         let last_active = match &session {
             Some(session) => session.updated_at.millis,
-            None => modified_millis(&entry.path()).unwrap_or(now.millis),
+            None => newest_millis(&entry.path()).unwrap_or(now.millis),
         };
         let bytes = dir_size(&entry.path());
         candidates.push(Candidate { name, path: entry.path(), session, last_active, bytes });
@@ -190,17 +199,19 @@ pub fn clean_checkpoints(
     let cap = settings.checkpoint_max_mb.saturating_mul(1_000_000);
     let mut total: u64 = candidates.iter().map(|candidate| candidate.bytes).sum();
     for candidate in candidates {
-        if candidate.last_active >= cutoff && total <= cap {
+        let recent = candidate.last_active >= cutoff;
+        if recent && (total <= cap || candidate.session.is_none()) {
             continue;
         }
         // Only what is about to go is locked, and only while it goes: a session being
         // opened right now meets the lock for a moment at most.
-        let _lock = match candidate.session.as_ref().map(hold).transpose() {
-            Ok(lock) => lock.flatten(),
-            Err(_) => {
-                report.live += 1;
-                continue;
-            }
+        let locks = match &candidate.session {
+            Some(session) => hold(home, session),
+            None => session_hold::claim(home, &candidate.name).map(|claim| (claim, None)),
+        };
+        let Ok(_locks) = locks else {
+            report.live += 1;
+            continue;
         };
         remove_dir(&candidate.path)?;
         total -= candidate.bytes;
@@ -219,16 +230,18 @@ struct Candidate {
     bytes: u64,
 }
 
-/// Locks a session's record so no worker opens it while it is removed; `None` when the
-/// record is gone. Fails with [`StoreError::SessionLive`] when a worker holds it.
-fn hold(session: &SessionSummary) -> Result<Option<File>, StoreError> {
+/// Claims a session from the daemon and locks its record, so that neither takes it up
+/// while it is removed (the record's lock is `None` when the record is gone). Fails with
+/// [`StoreError::SessionLive`] when a daemon holds it or a worker has it open.
+fn hold(home: &KestrelHome, session: &SessionSummary) -> Result<(Claim, Option<File>), StoreError> {
+    let claim = session_hold::claim(home, session.id.as_str())?;
     let file = match File::open(&session.path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((claim, None)),
         Err(source) => return Err(StoreError::io("open the record", &session.path, source)),
     };
     if file_lock::try_lock_exclusive(&file, &session.path)? {
-        Ok(Some(file))
+        Ok((claim, Some(file)))
     } else {
         Err(StoreError::SessionLive { id: session.id.to_string() })
     }
@@ -242,8 +255,14 @@ fn remove_dir(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-fn modified_millis(path: &Path) -> Option<i64> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    let since = modified.duration_since(SystemTime::UNIX_EPOCH).ok()?;
-    i64::try_from(since.as_millis()).ok()
+/// When anything under `path` (itself included, symlinks not followed) last changed.
+fn newest_millis(path: &Path) -> Option<i64> {
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    let since = metadata.modified().ok()?.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    let own = i64::try_from(since.as_millis()).ok()?;
+    if !metadata.is_dir() {
+        return Some(own);
+    }
+    let entries = std::fs::read_dir(path).ok()?;
+    Some(entries.flatten().filter_map(|entry| newest_millis(&entry.path())).fold(own, i64::max))
 }

@@ -140,3 +140,68 @@ fn clean_up_over_the_size_cap_removes_the_least_recently_used_first() {
     assert_eq!(removed, ["a", "b"]);
     assert!(checkpoints(&home, "c").exists());
 }
+
+/// Sets the modification time of `path` and of everything under it.
+fn backdate(path: &std::path::Path, when: std::time::SystemTime) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            backdate(&entry.unwrap().path(), when);
+        }
+    }
+    std::fs::File::open(path).unwrap().set_modified(when).unwrap();
+}
+
+/// A daemon serves a session between two workers (a restart): no worker has its record
+/// open, yet it is live. Neither clean-up (by age or size), nor `--older-than`, nor a
+/// removal by id touches it while the daemon holds it; once released, it goes.
+#[test]
+fn a_session_the_daemon_holds_is_live_even_with_no_worker() {
+    let (_dir, home) = home();
+    let record = session(&home, "held", at(-40 * DAY), 2_000_000);
+    let hold = kestrel_store::SessionHold::take(&home, "held").unwrap();
+    let settings = StorageSettings { checkpoint_days: 30, checkpoint_max_mb: 1 };
+    let report = clean_checkpoints(&home, &settings, at(0)).unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(report.live, 1);
+    assert!(sessions_older_than(&home, 30, at(0)).unwrap().is_empty());
+    let error = remove_sessions(&home, &["held".to_owned()]).unwrap_err();
+    assert!(matches!(error, StoreError::SessionLive { .. }), "{error}");
+    assert!(error.to_string().contains("a daemon serves it"), "{error}");
+    assert!(record.exists() && checkpoints(&home, "held").exists());
+
+    drop(hold);
+    let report = clean_checkpoints(&home, &settings, at(0)).unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+    assert_eq!(remove_sessions(&home, &["held".to_owned()]).unwrap().len(), 1);
+    assert!(!record.exists());
+}
+
+/// Checkpoint data the index does not list (a session just starting, one a daemon is
+/// loading) is judged by its newest file: kept while that is recent, even over the size
+/// cap, and while a daemon holds it; removed once every file is old.
+#[test]
+fn checkpoint_data_of_an_unknown_session_is_kept_while_any_file_is_recent() {
+    let (_dir, home) = home();
+    let now = std::time::SystemTime::now();
+    let old = now - std::time::Duration::from_secs(40 * 24 * 3600);
+    for name in ["recent-file", "all-old", "held"] {
+        let blobs = checkpoints(&home, name).join("blobs");
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::write(blobs.join("a"), vec![1u8; 2_000_000]).unwrap();
+        backdate(&checkpoints(&home, name), old);
+    }
+    // One recent file deep inside; the directories above it look old.
+    let fresh = checkpoints(&home, "recent-file").join("blobs").join("new");
+    std::fs::write(&fresh, "x").unwrap();
+    backdate(&checkpoints(&home, "recent-file").join("blobs"), old);
+    std::fs::File::open(&fresh).unwrap().set_modified(now).unwrap();
+    let _hold = kestrel_store::SessionHold::take(&home, "held").unwrap();
+
+    let settings = StorageSettings { checkpoint_days: 30, checkpoint_max_mb: 1 };
+    let report = clean_checkpoints(&home, &settings, Timestamp::now()).unwrap();
+    let removed: Vec<&str> = report.removed.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(removed, ["all-old"], "{report:?}");
+    assert_eq!(report.live, 1);
+    assert!(checkpoints(&home, "recent-file").exists());
+    assert!(checkpoints(&home, "held").exists());
+}
