@@ -1,13 +1,20 @@
-//! Parity of the two hosts of a session (ARCHITECTURE §8): one scripted conversation —
-//! a read, a command that needs approval, a turn that fills half the context, and a
-//! second prompt that compacts first — run through `kestrel exec` (in-process) and
-//! through the daemon over ACP (a worker). The provider requests, as the scripted server
-//! logs them, and the record (header and items) are the same once ids, times, durations
-//! and the temp paths are normalised; any change that makes one path differ fails here.
+//! Parity of the two hosts of a session (ARCHITECTURE §8): one scripted conversation in
+//! ask mode — a read, a command and an MCP tool call (a real npm server, tests/mcp) that
+//! both need approval, a turn that fills half the context, and a second prompt that
+//! compacts first — run through `kestrel exec` (in-process) and through the daemon over
+//! ACP (a worker). The provider requests, as the scripted server logs them (the MCP
+//! server's tools included), and the record (header and items) are the same once ids,
+//! times, durations and the temp paths are normalised; any change that makes one path
+//! differ fails here.
 //!
-//! One deliberate difference: `exec` has no one to approve a call, so there the command
-//! is allowed by a `[permissions] allow` rule, while the daemon's client approves it
-//! once. What the model and the record see of the call must not differ.
+//! The approvals. Over ACP the client answers each permission request "allow once".
+//! `exec` has no one to ask (it refuses what needs approval: checked first), so there
+//! the user's rules give the same answer: `allow` naming exactly the command and
+//! `allow_tools` naming exactly the MCP tool. That is the same decision: in ask mode the
+//! policy asks for both calls with `run_as = ask`; "allow once" runs the call as `ask`
+//! and remembers nothing, and a rule covering the call makes the policy allow it with
+//! `run_as = ask` too, while covering nothing else the conversation does. Neither host
+//! records the decision itself, so what the model and the record see must not differ.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +31,8 @@ use std::path::Path;
 /// allows it in `exec`.
 const APPROVED: &str = "touch approved.txt && echo approved";
 const RULE: &str = "touch approved.txt";
+/// An MCP tool: ask mode asks before any (a server's read-only claim is not trusted).
+const MCP_TOOL: &str = "mcp__everything__echo";
 
 fn used(input: u64, output: u64) -> ScriptedUsage {
     ScriptedUsage {
@@ -38,6 +47,7 @@ fn script() -> Script {
     Script::new([
         Step::tool_call("read_file", json!({"path": "notes.txt"})).with_usage(used(1_000, 20)),
         Step::tool_call("shell", json!({"command": APPROVED})).with_usage(used(1_500, 20)),
+        Step::tool_call(MCP_TOOL, json!({"message": "parity"})).with_usage(used(1_800, 20)),
         // The context is now past half the (unknown model's 128k) window...
         Step::text("Read the notes and ran it.").with_usage(used(100_000, 10)),
         // ...so the second prompt first asks for a summary, then answers.
@@ -46,11 +56,37 @@ fn script() -> Script {
     ])
 }
 
+/// Where the MCP server's answers are copied (in the test's home), to see it is up.
+fn server_answers(env: &TestEnv) -> std::path::PathBuf {
+    env.home.path().join("everything.out")
+}
+
+/// The pinned npm MCP server (`npm ci --prefix tests/mcp`), its answers also copied to
+/// [`server_answers`].
+fn everything_server(env: &TestEnv) -> String {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/node_modules/.bin/mcp-server-everything");
+    assert!(bin.exists(), "{} is missing: run npm ci --prefix tests/mcp", bin.display());
+    let args = json!(["-c", "\"$0\" stdio | tee -a \"$1\"", bin, server_answers(env)]);
+    format!("\n[mcp_servers.everything]\ncommand = \"bash\"\nargs = {args}\n")
+}
+
 /// The workspace and config both runs share; `extra` is added to the config.
 fn prepare(env: &TestEnv, extra: &str) {
     let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
-    env.write_config(&format!("{config}\n[agent]\ncompact_at = 0.5\n{extra}"));
+    let servers = everything_server(env);
+    env.write_config(&format!("{config}\n{extra}\n[agent]\ncompact_at = 0.5\n{servers}"));
     std::fs::write(env.work_path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+}
+
+/// The user's rules that answer for `exec` what the ACP client answers "allow once".
+fn exec_rules(env: &TestEnv) -> String {
+    format!(
+        "[[permissions.project]]\npath = {}\nallow = [{}]\nallow_tools = [{}]\n",
+        json!(env.work_path()),
+        json!(RULE),
+        json!(MCP_TOOL)
+    )
 }
 
 /// What one run left: the provider requests and the record (header first).
@@ -119,9 +155,25 @@ fn assert_same(what: &str, exec: &[Value], daemon: &[Value]) {
     assert_eq!(exec.len(), daemon.len(), "{what}: exec {exec:#?}\ndaemon {daemon:#?}");
 }
 
-fn run_exec() -> Run {
+/// Without the rules, `exec` refuses both calls: they need approval there too.
+fn exec_refuses_without_the_rules() {
     let env = TestEnv::new(Wire::Chat, script());
-    prepare(&env, &format!("\n[permissions]\nallow = [\"{RULE}\"]\n"));
+    prepare(&env, "");
+    let run = env.kestrel(&["exec", "--mode", "ask", "first task"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let results = env.tool_results();
+    assert!(!results[0].1, "the read runs: {results:?}");
+    for (output, is_error) in &results[1..] {
+        assert!(*is_error && output.contains("approval"), "{results:?}");
+    }
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(!env.work_path().join("approved.txt").exists());
+}
+
+fn run_exec() -> Run {
+    exec_refuses_without_the_rules();
+    let env = TestEnv::new(Wire::Chat, script());
+    prepare(&env, &exec_rules(&env));
     let first = env.kestrel(&["exec", "--mode", "ask", "--json", "first task"]);
     assert!(first.status.success(), "{}", stderr(&first));
     let started = stdout(&first).lines().next().map(str::to_owned).unwrap_or_default();
@@ -141,11 +193,23 @@ async fn run_daemon() -> Run {
     let mut client = test.client().await;
     let cwd = test.env.work_path();
     let session = client.new_session(&cwd).await;
+    // `exec` waits for its MCP servers before the first request; an interactive host does
+    // not (it answers at once, tools join when their server is up). So the client waits
+    // here until the server has listed its tools, for the first request to offer them.
+    let answers = server_answers(&test.env);
+    daemon_support::eventually("the MCP server to list its tools", || {
+        std::fs::read_to_string(&answers).is_ok_and(|text| text.contains("\"name\":\"echo\""))
+    })
+    .await;
     let first = client.prompt(&session, "first task");
-    let asked = client.wait_permission().await;
-    let options = asked.params["options"].as_array().unwrap();
-    let once = options.iter().find(|option| option["kind"] == "allow_once").unwrap();
-    client.answer(asked.id.clone(), once["optionId"].as_str().unwrap()).await;
+    // Asked for the command, then for the MCP tool.
+    for asked_for in [RULE, MCP_TOOL] {
+        let asked = client.wait_permission().await;
+        assert!(asked.params.to_string().contains(asked_for), "{asked_for}: {}", asked.params);
+        let options = asked.params["options"].as_array().unwrap();
+        let once = options.iter().find(|option| option["kind"] == "allow_once").unwrap();
+        client.answer(asked.id.clone(), once["optionId"].as_str().unwrap()).await;
+    }
     assert_eq!(first.await.unwrap().unwrap()["stopReason"], "end_turn");
     let second = client.prompt(&session, "second task").await.unwrap().unwrap();
     assert_eq!(second["stopReason"], "end_turn");
@@ -162,6 +226,14 @@ async fn exec_and_the_daemon_send_the_same_requests_and_record_the_same_items() 
         |request: &Value| request["body"]["tools"].as_array().is_none_or(Vec::is_empty);
     assert_eq!(exec.requests.iter().filter(|r| summarising(r)).count(), 1, "{:#?}", exec.requests);
     assert!(exec.record.iter().any(|item| item["type"] == "compaction"), "{:#?}", exec.record);
+    // The MCP server's tools were offered from the first request, and its call answered.
+    let offered = exec.requests[0]["body"]["tools"].to_string();
+    assert!(offered.contains(MCP_TOOL), "{offered}");
+    let echoed = exec.record.iter().any(|item| {
+        item["type"] == "tool_result"
+            && item["output"].as_str().is_some_and(|o| o.contains("parity"))
+    });
+    assert!(echoed, "{:#?}", exec.record);
     assert_same("provider request", &exec.requests, &daemon.requests);
     assert_same("record line", &exec.record, &daemon.record);
 }
