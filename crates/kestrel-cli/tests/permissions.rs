@@ -31,6 +31,7 @@ fn shell(command: &str) -> ScriptedToolCall {
     ScriptedToolCall::new("shell", json!({ "command": command }))
 }
 
+mod tui_support;
 #[path = "../../kestrel-platform/tests/support/unconfined.rs"]
 mod unconfined;
 
@@ -460,4 +461,26 @@ fn read_only_git_status_with_a_fifo_gitmodules_is_refused_without_hanging() {
         matches!(&results[..], [(output, true)] if output.contains(".gitmodules")),
         "{results:?}"
     );
+}
+
+/// The TUI's `/status` names the sandbox commands run in: each backend the machine has
+/// (forced with KESTREL_SANDBOX), as the sandbox describes itself, with the network.
+#[test]
+fn status_names_the_sandbox_backend_in_use() {
+    for (choice, backend) in [("landlock", "Landlock (ABI "), ("bwrap", "bubblewrap (")] {
+        let mut test = tui_support::TuiTest::new(kestrel_testkit::Script::new([]));
+        let mut command = test.command(&[]);
+        command.env("KESTREL_SANDBOX", choice);
+        test.start_command(&command, tui_support::ROWS, tui_support::COLS);
+        test.wait("● daemon ready");
+        test.type_text("/status");
+        test.press(kestrel_testkit::Key::Enter);
+        let screen = test.wait("Status");
+        let line = screen
+            .lines()
+            .find(|line| line.starts_with("sandbox"))
+            .unwrap_or_else(|| panic!("{choice}: no sandbox line: {screen}"));
+        assert!(line.contains(backend), "{choice}: {line}");
+        assert!(line.contains("network off"), "{choice}: {line}");
+    }
 }
