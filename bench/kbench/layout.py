@@ -1,6 +1,7 @@
 """Makes crates/kestrel-cli/hot-symbols.txt: the functions a session runs, in the order the
-linker should place them (crates/kestrel-cli/build.rs turns the file into a linker script
-for LLD in release builds).
+linker should place them (crates/kestrel-cli/build.rs turns the file into keys that
+crates/kestrel-cli/code-layout.sh, the workspace's linker, resolves to an ordering file for
+LLD in release builds).
 
     python3 bench/kbench/layout.py [--keep DIR] [--dry-run]
     python3 bench/kbench/layout.py --check MAP    # CI: is the list still this build's?
@@ -26,15 +27,15 @@ The list names symbols. With v0 mangling (.cargo/config.toml) a function's name 
 path plus its crate's disambiguator, which cargo derives from the crate's `-C metadata`:
 version, dependencies, features, profile and toolchain (not RUSTFLAGS, not the source).
 So most edits keep names, but not all: a renamed, moved or inlined function; methods of
-an `impl` block after one added or removed in the same module (v0 numbers the blocks). A
-dependency added to a crate renames the functions of that crate and of every crate above
-it, and so do a version bump and a new toolchain. A build whose RUSTFLAGS drop the v0
-setting (RUSTFLAGS in the environment replace .cargo/config.toml's) gets legacy names,
-which the list does not hold. Functions ThinLTO promoted out of their module are
-`NAME.llvm.<hash>` in the build, and the hash changes with any edit of their crate (or of
-code inlined into it) and, for dependencies, with the CARGO_HOME path: the list holds them
-as `NAME` (~6% of it), and build.rs's linker script matches `NAME` with or without any
-`.llvm.` suffix, so neither edits nor another CARGO_HOME move them. Names not found are
+an `impl` block after one added or removed in the same module (v0 numbers the blocks); a
+version bump and a new toolchain. A build whose RUSTFLAGS drop the v0 setting (RUSTFLAGS in
+the environment replace .cargo/config.toml's) gets legacy names, which the list does not
+hold. Two drifts are taken out: functions ThinLTO promoted out of their module are
+`NAME.llvm.<hash>` in the build, the hash changing with any edit of their crate (or of
+code inlined into it) and, for dependencies, with the CARGO_HOME path, so the list holds
+them as `NAME` (~6% of it); and a dependency added to a crate changes the disambiguator of
+it and of every crate above it, so the names are matched with every `Cs<hash>_` a
+wildcard (`layout_key`, as build.rs and code-layout.sh do). Names not found are
 skipped by the linker (only the layout suffers: each costs every process that runs it a
 64 KB fault-around window). `.ci/run` links with a map and runs `--check`: it fails when
 less than 99% of the listed functions, or 99.5% of Kestrel's own, are in the build, and
@@ -253,24 +254,35 @@ def order(starts, ends, names, by_role) -> list:
     return listed, [len(group) for group in groups], roles_of
 
 
+CRATE_HASH = re.compile(r"Cs[0-9A-Za-z]+_")
+
+
 def stable_name(name: str) -> str:
     """A symbol's name without the `.llvm.<hash>` ThinLTO gives the functions it promotes
-    out of their module: what the list holds and build.rs's linker script matches."""
+    out of their module: what the list holds."""
     return name.split(".llvm.")[0]
+
+
+def layout_key(name: str) -> str:
+    """What a listed name is matched by (build.rs's keys, code-layout.sh): without the `.llvm.` hash
+    and with every crate disambiguator (`Cs<hash>_`) a wildcard (build.rs's
+    `any_crate_hash`), since a dependency added to a crate changes the hash of it and of
+    every crate above it."""
+    return CRATE_HASH.sub("Cs*_", stable_name(name))
 
 
 def check(link_map: Path) -> int:
     """0 when hot-symbols.txt still names the functions of the build that wrote `link_map`:
     at least 99% of its names and 99.5% of those of Kestrel's own crates, a name counting
-    as found when the build has it with or without a `.llvm.` suffix (as build.rs's
-    linker script matches it). Each function left out costs every process that runs it a
+    as found when the build has a function of the same `layout_key`; and 99% of those found
+    placed first in `.text`. Each function left out costs every process that runs it a
     64 KB fault-around window of code (35 renamed functions cost the idle tree 1.6 MB:
     bench/RESULTS.md, 2026-11-30, session 4)."""
     _, _, names = functions(link_map)
-    present = {stable_name(name) for name in names}
+    present = {layout_key(name) for name in names}
     listed = [line.strip() for line in OUTPUT.read_text().splitlines() if line.strip()]
     old_style = sum(1 for name in listed if ".llvm." in name)
-    listed = [stable_name(name) for name in listed]
+    listed = [layout_key(name) for name in listed]
     own = [name for name in listed if "kestrel" in name]
     failed = False
     for label, group, threshold in (("all", listed, 0.99), ("Kestrel's own crates", own, 0.995)):
@@ -279,6 +291,17 @@ def check(link_map: Path) -> int:
         print(f"{OUTPUT.relative_to(REPO)}: {found} of {len(group)} functions ({label}) are in "
               f"this build ({share:.1%}; at least {threshold:.1%} needed)")
         failed |= share < threshold
+    # Found is not enough: the linker must also have put them first (a linker that
+    # ignored the script, or a pattern that no longer matches the way build.rs writes it).
+    keys = [layout_key(name) for name in names]  # in address order
+    wanted = set(listed)
+    hot_end = next((i for i, key in enumerate(keys) if key not in wanted), len(keys))
+    placed = len({key for key in keys[:hot_end]})
+    found_all = len(wanted & present)
+    share = placed / found_all if found_all else 0.0
+    print(f"{placed} of the {found_all} listed functions found are placed first in .text, "
+          f"before any other ({share:.1%}; at least 99.0% needed)")
+    failed |= share < 0.99
     missing = [name for name in own if name not in present]
     if missing:
         print("missing own functions (first 20):\n  " + "\n  ".join(missing[:20]))
