@@ -163,24 +163,29 @@ class EarlyTyping:
         self.drawn_ms = drawn_ms
 
 
-def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
+def type_at_first_output(argv, env, cwd, timeout=3.0, settle=0.3) -> EarlyTyping:
     """Starts argv on a fresh 120x40 pty with echo off, writes EARLY_TEXT once as soon
     as the program writes anything (its first output: mode switches, not yet a frame),
     and watches the output until the program itself draws that text (echo is off). First
-    paint is the first printable text, as in `start_in_pty`; the text is looked for in
-    the raw output, as the input-ready marker is (a first draw of a line writes it whole),
-    so that the harness's own work per chunk stays small and does not delay what it sees."""
+    paint is the first printable text, as in `start_in_pty`. While watching, the text is
+    looked for in the raw output only (a first draw of a line writes it whole), so that
+    the harness's own work per chunk stays small and does not delay what it sees; when
+    it never shows whole there (drawn over two frames: a frame rewrites only the cells
+    that changed), the output stops for `settle` s and the chunks are replayed through a
+    `Screen` afterwards: drawn is when the chunk that completed the text arrived."""
     master, proc, started = spawn_in_pty(argv, env, cwd)
+    chunks = []  # (ms from spawn, bytes)
     output = bytearray()
     typed = False
     first_paint_ms = drawn_ms = None
     deadline = started + timeout
     try:
         while drawn_ms is None and time.perf_counter() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.05)
+            wait = settle if first_paint_ms is not None else 0.05
+            ready, _, _ = select.select([master], [], [], wait)
             now_ms = (time.perf_counter() - started) * 1000.0
             if not ready:
-                if proc.poll() is not None:
+                if proc.poll() is not None or first_paint_ms is not None:
                     break
                 continue
             try:
@@ -193,6 +198,7 @@ def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
                 os.write(master, EARLY_TEXT.encode())
                 typed = True
             answer_queries(master, chunk)
+            chunks.append((now_ms, chunk))
             output.extend(chunk)
             if first_paint_ms is None and shows_text(output):
                 first_paint_ms = now_ms
@@ -203,7 +209,19 @@ def type_at_first_output(argv, env, cwd, timeout=3.0) -> EarlyTyping:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         os.close(master)
+    if drawn_ms is None:
+        drawn_ms = drawn_on_screen(chunks, EARLY_TEXT)
     return EarlyTyping(first_paint_ms, drawn_ms)
+
+
+def drawn_on_screen(chunks, text):
+    """When `text` first showed on a screen fed the timed chunks (ms, bytes), or None."""
+    screen = Screen()
+    for at_ms, chunk in chunks:
+        screen.feed(chunk)
+        if text in screen.text():
+            return at_ms
+    return None
 
 
 def _children() -> dict:
