@@ -81,6 +81,21 @@ fn text_typed_the_moment_it_starts_is_drawn_by_the_ui() {
 }
 
 #[test]
+fn input_still_arriving_at_start_up_holds_back_no_frame() {
+    let mut test = TuiTest::new(Script::new([]));
+    let pty = Pty::spawn(&test.command(&[]), ROWS, COLS).unwrap();
+    // A paste whose end has not arrived yet: the input parser waits for the rest. The
+    // UI must draw and connect meanwhile (a UI that read its input before its first
+    // frame would sit on a blank screen here).
+    pty.write(b"\x1b[200~half a paste").unwrap();
+    test.pty = Some(pty);
+    let screen = test.wait("● daemon ready");
+    assert!(!screen.contains("half a paste"), "the paste is not over: {screen}");
+    test.pty.as_ref().unwrap().write(b" and the rest\x1b[201~").unwrap();
+    test.wait("› half a paste and the rest");
+}
+
+#[test]
 fn a_streamed_markdown_answer_renders_headings_lists_code_and_tables() {
     let step = Step::text(MARKDOWN_ANSWER).with_fault(Fault::SlowChunks { delay_ms: 5 });
     let mut test = TuiTest::new(Script::new([step]));
