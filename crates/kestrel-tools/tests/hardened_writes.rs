@@ -273,15 +273,23 @@ async fn a_granted_write_outside_the_workspace_writes_only_the_granted_file() {
     let approved = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let file = approved.path().canonicalize().unwrap().join("notes.txt");
+    let nested = approved.path().canonicalize().unwrap().join("new/dir/deep.txt");
     let ctx = kestrel_tools::ToolContext {
-        granted_writes: vec![file.clone()],
+        granted_writes: vec![file.clone(), nested.clone()],
         ..context(dir.path(), Mode::Ask)
     };
-    // Granted: written (and, inside the workspace, nothing changes).
+    // Granted: written, missing directories made on the way.
     ok(&call(&ctx, "write_file", json!({"path": file, "content": "one\n"})).await);
+    ok(&call(&ctx, "write_file", json!({"path": nested, "content": "deep\n"})).await);
+    assert_eq!(fs::read_to_string(&nested).unwrap(), "deep\n");
     ok(&call(&ctx, "edit_file", json!({"path": file, "old_string": "one", "new_string": "two"}))
         .await);
-    assert_eq!(fs::read_to_string(&file).unwrap(), "two\n");
+    let update = format!(
+        "*** Begin Patch\n*** Update File: {}\n-two\n+three\n*** End Patch\n",
+        file.display()
+    );
+    ok(&call(&ctx, "apply_patch", json!({"patch": update})).await);
+    assert_eq!(fs::read_to_string(&file).unwrap(), "three\n");
     // Not granted: a sibling of the granted file.
     let sibling = approved.path().join("other.txt");
     let refused = call(&ctx, "write_file", json!({"path": sibling, "content": "x"})).await;
