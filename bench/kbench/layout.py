@@ -34,8 +34,8 @@ hold. Two drifts are taken out: functions ThinLTO promoted out of their module a
 `NAME.llvm.<hash>` in the build, the hash changing with any edit of their crate (or of
 code inlined into it) and, for dependencies, with the CARGO_HOME path, so the list holds
 them as `NAME` (~6% of it); and a dependency added to a crate changes the disambiguator of
-it and of every crate above it, so the names are matched with every `Cs<hash>_` a
-wildcard (`layout_key`, as build.rs and code-layout.sh do). Names not found are
+it and of every crate above it, so the names are matched with every `Cs<hash>_` and
+back-reference a wildcard (`layout_key`, as build.rs and code-layout.sh do). Names not found are
 skipped by the linker (only the layout suffers: each costs every process that runs it a
 64 KB fault-around window). `.ci/run` links with a map and runs `--check`: it fails when
 less than 99% of the listed functions, or 99.5% of Kestrel's own, are in the build, and
@@ -255,6 +255,7 @@ def order(starts, ends, names, by_role) -> list:
 
 
 CRATE_HASH = re.compile(r"Cs[0-9A-Za-z]+_")
+BACKREF = re.compile(r"B[0-9A-Za-z]*_")
 
 
 def stable_name(name: str) -> str:
@@ -264,11 +265,12 @@ def stable_name(name: str) -> str:
 
 
 def layout_key(name: str) -> str:
-    """What a listed name is matched by (build.rs's keys, code-layout.sh): without the `.llvm.` hash
-    and with every crate disambiguator (`Cs<hash>_`) a wildcard (build.rs's
-    `any_crate_hash`), since a dependency added to a crate changes the hash of it and of
-    every crate above it."""
-    return CRATE_HASH.sub("Cs*_", stable_name(name))
+    """What a listed name is matched by: build.rs's `layout_key` (which code-layout.sh's
+    awk repeats): no `.llvm.` hash, every crate disambiguator (`Cs<hash>_`) and then every
+    back-reference (`B<offset>_`, which moves when a hash before it changes length) a
+    wildcard, since a dependency added to a crate changes the hash of it and of every
+    crate above it."""
+    return BACKREF.sub("B*_", CRATE_HASH.sub("Cs*_", stable_name(name)))
 
 
 def check(link_map: Path) -> int:

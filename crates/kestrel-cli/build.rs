@@ -11,7 +11,7 @@
 //! it, and for dependencies with the CARGO_HOME path), and a dependency added to a crate
 //! changes that crate's hash (`Cs<hash>_` in each v0 name) and that of every crate above
 //! it. So the list holds `NAME` alone, and this script writes it as keys, every crate
-//! hash a `*` ([`any_crate_hash`]), to `OUT_DIR/hot-symbols.keys`, passed to the linker as
+//! hash a `*` ([`layout_key`]), to `OUT_DIR/hot-symbols.keys`, passed to the linker as
 //! `--symbol-ordering-file`; the workspace's linker, `code-layout.sh` (.cargo/config.toml),
 //! turns the keys into the names the objects being linked define, and LLD orders them.
 //! Only when that linker links: another linker (RUSTFLAGS, a config of the user's) gets
@@ -57,13 +57,12 @@ fn main() {
     }
 }
 
-/// The list's names as keys, in its order, each once: no `.llvm.` hash (lists made before
-/// names were kept without it still work), every crate hash a wildcard.
+/// The list's names as keys ([`layout_key`]), in its order, each once.
 fn layout_keys(list: &str) -> String {
     let mut seen = std::collections::HashSet::new();
     let mut keys = String::new();
     for name in list.lines().map(str::trim).filter(|line| !line.is_empty()) {
-        let key = any_crate_hash(name.split(".llvm.").next().unwrap_or(name));
+        let key = layout_key(name);
         if seen.insert(key.clone()) {
             keys.push_str(&key);
             keys.push('\n');
@@ -72,22 +71,33 @@ fn layout_keys(list: &str) -> String {
     keys
 }
 
-/// The v0 name with every crate disambiguator (`Cs<base-62 hash>_`, derived by cargo from
-/// the crate's version, features and dependencies) matched by a wildcard: a dependency
-/// added to one crate changes the hash of that crate and of every crate above it, and so
-/// the name of every function in them, where what the function is did not change. Text
-/// of an identifier that looks like one only makes the key looser, never wrong.
-/// `code-layout.sh` keys the objects' names the same way.
-fn any_crate_hash(name: &str) -> String {
+/// A v0 name as a key that survives crate hashes changing: every crate disambiguator
+/// (`Cs<base-62 hash>_`, derived by cargo from the crate's version, features and
+/// dependencies) a `*`, and then every back-reference (`B<base-62 offset>_`, an offset into
+/// the name, which moves when a hash before it changes length) too. A dependency added to
+/// one crate changes the hash of that crate and of every crate above it, and so the name of
+/// every function in them, where what the function is did not change (with every crate's
+/// hash changed, 98.4% of the list was found with the first, 99.6% with both:
+/// bench/RESULTS.md, 2026-12-02). Text of an identifier that looks like either only makes
+/// the key looser, never wrong: both sides are keyed the same way (`code-layout.sh`,
+/// `bench/kbench/layout.py`'s `layout_key`).
+fn layout_key(name: &str) -> String {
+    let name = name.split(".llvm.").next().unwrap_or(name);
+    wildcard(&wildcard(name, "Cs", 1), "B", 0)
+}
+
+/// `name` with every `TAG<at least `least` ASCII letters or digits>_` as `TAG*_` (the regex
+/// `TAG[0-9A-Za-z]{least,}_`, leftmost first).
+fn wildcard(name: &str, tag: &str, least: usize) -> String {
     let mut out = String::with_capacity(name.len());
     let mut rest = name;
-    while let Some(at) = rest.find("Cs") {
-        let after = &rest[at + 2..];
-        let hash = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
-        out.push_str(&rest[..at + 2]);
-        if hash > 0 && after.as_bytes().get(hash) == Some(&b'_') {
+    while let Some(at) = rest.find(tag) {
+        let after = &rest[at + tag.len()..];
+        let run = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        out.push_str(&rest[..at + tag.len()]);
+        if run >= least && after.as_bytes().get(run) == Some(&b'_') {
             out.push('*');
-            rest = &after[hash..];
+            rest = &after[run..];
         } else {
             rest = after;
         }
