@@ -829,3 +829,94 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
     }
 }
 
+/// A planner proposing `slow` (a neutral change, its implementer streaming slowly) and
+/// then `faster` (kept): `faster` is measured first (its measurement is queued before
+/// `slow`'s turn ends).
+fn slow_then_faster() -> Vec<Step> {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("slow", "the notes slow nothing down"),
+                experiment("faster", "a.txt costs less when it holds 30"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 300));
+    steps
+}
+
+fn two_args() -> Vec<&'static str> {
+    let mut args = climb_args();
+    let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
+    args[at + 1] = "2";
+    let check = args.iter().position(|arg| *arg == "--check").unwrap();
+    args.drain(check..check + 2);
+    args
+}
+
+/// Killed between `faster`'s keep and its merge while `slow` waits to be measured: the
+/// resume merges `faster` and measures its baseline before `slow` is measured, so `slow`
+/// is measured against the baseline it would be merged onto.
+#[test]
+fn a_keep_left_unmerged_is_merged_before_anything_else_is_measured() {
+    let test = SwarmTest::new(&files(), slow_then_faster(), "");
+    let mut command = test.command(&[&["swarm"], &two_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), [("faster".to_string(), "kept".to_string())], "{events:#?}");
+    assert!(of_type(&events, "committed").iter().any(|e| e["task"] == "slow"), "{events:#?}");
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(
+        decisions(&events),
+        [("faster".to_string(), "kept".to_string()), ("slow".to_string(), "neutral".to_string())]
+    );
+    let baselines = of_type(&events, "baseline_measured");
+    let after_faster = baselines.last().unwrap()["commit"].clone();
+    let slow = of_type(&events, "experiment_decided").into_iter().find(|e| e["task"] == "slow");
+    assert_eq!(slow.unwrap()["baseline_commit"], after_faster, "{events:#?}");
+    let branch = format!("kestrel/{run}");
+    let merged = git(test.repo.path(), &["rev-parse", &format!("{branch}^2")]);
+    assert_eq!(
+        merged.trim(),
+        of_type(&events, "experiment_decided")[0]["commit"].as_str().unwrap()
+    );
+}
+
+/// A kept experiment that no longer merges (its branch moved by hand after a kill) is
+/// `build_failed`; the climb goes on and ends `done`.
+#[test]
+fn a_keep_that_conflicts_fails_the_experiment_not_the_run() {
+    let test = SwarmTest::new(&files(), one_experiment("faster"), "");
+    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let integration = run_workdir(&test, &run).join("by-hand");
+    let branch = format!("kestrel/{run}");
+    git(test.repo.path(), &["worktree", "add", "-q", integration.to_str().unwrap(), &branch]);
+    std::fs::write(integration.join("a.txt"), "40\n").unwrap();
+    git(&integration, &["commit", "-q", "-am", "by hand"]);
+    git(test.repo.path(), &["worktree", "remove", "--force", integration.to_str().unwrap()]);
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    let decided = of_type(&events, "experiment_decided");
+    let last = decided.last().unwrap();
+    assert_eq!(last["decision"], "build_failed", "{events:#?}");
+    assert!(last["reason"].as_str().unwrap().contains("conflicts with"), "{last}");
+    assert!(of_type(&events, "merged").is_empty());
+    assert_eq!(of_type(&events, "run_finished").last().unwrap()["state"], "done");
+}

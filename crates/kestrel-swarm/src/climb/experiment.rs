@@ -475,13 +475,10 @@ impl<'a> Experiment<'a> {
                 match integration.merge(measured, &message).await? {
                     MergeOutcome::Merged(commit) => commit,
                     MergeOutcome::Conflict(files) => {
+                        // The branch moved under it (by hand, or by an older run's race):
+                        // this experiment is over, the climb goes on.
                         integration.merge_abort().await?;
-                        return Err(SwarmError::Usage(format!(
-                            "the kept experiment `{}` did not merge into {} (conflicts in {})",
-                            self.id,
-                            run.branch,
-                            files.join(", ")
-                        )));
+                        return self.unmergeable(&files);
                     }
                 }
             }
@@ -496,6 +493,32 @@ impl<'a> Experiment<'a> {
         }
         self.climb.write_report();
         Ok(())
+    }
+}
+
+impl Experiment<'_> {
+    /// A kept experiment that conflicts with the integration branch: decided again as
+    /// `build_failed`, its measurement kept in the record.
+    fn unmergeable(&self, files: &[String]) -> Result<(), SwarmError> {
+        let Some(result) = self.climb.view().experiment(&self.id).and_then(|e| e.result.clone())
+        else {
+            return Ok(());
+        };
+        let reason = format!(
+            "measured better ({}), but it conflicts with {} in {}",
+            result.reason,
+            self.climb.run.branch,
+            files.join(", ")
+        );
+        let measured = Measured {
+            commit: result.commit,
+            baseline_commit: result.baseline_commit,
+            baseline: result.baseline,
+            values: result.values,
+            p_value: result.p_value,
+            diff: result.diff,
+        };
+        self.decide(result.attempt, Decision::BuildFailed, reason, measured).map(|_| ())
     }
 }
 

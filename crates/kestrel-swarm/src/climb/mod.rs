@@ -243,6 +243,17 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
             "the baseline could not be measured: {reason}; nothing was merged"
         )));
     }
+    // A kill between a keep and its merge left a kept experiment unmerged: it is merged
+    // and its baseline measured before any driver starts, or another experiment could be
+    // measured against the baseline it is about to replace. (No role turn is in flight
+    // then: a keep is decided alone.)
+    for id in unmerged_keeps(climb) {
+        let experiment = Experiment::new(climb, &id);
+        tokio::select! {
+            kept = experiment.drive() => kept?,
+            _ = &mut interrupt => return Ok(interrupted(run)),
+        }
+    }
     loop {
         if run.stop.is_cancelled() || run.halted.is_cancelled() {
             break;
@@ -348,6 +359,19 @@ impl Drop for Driving {
     fn drop(&mut self) {
         self.climb.driving.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
     }
+}
+
+/// The kept experiments not merged yet (a cancelled one is over), in the order decided.
+fn unmerged_keeps(climb: &Climb) -> Vec<String> {
+    let run = &climb.run;
+    climb
+        .view()
+        .experiments
+        .iter()
+        .filter(|e| kept(e) && !e.merged)
+        .filter(|e| run.task(&e.spec.id).is_none_or(|t| t.state != TaskState::Cancelled))
+        .map(|e| e.spec.id.clone())
+        .collect()
 }
 
 fn kept(experiment: &kestrel_protocol::swarm::ExperimentView) -> bool {
