@@ -920,3 +920,62 @@ fn a_keep_that_conflicts_fails_the_experiment_not_the_run() {
     assert!(of_type(&events, "merged").is_empty());
     assert_eq!(of_type(&events, "run_finished").last().unwrap()["state"], "done");
 }
+
+/// config.toml with the scripted provider, `[providers.keyless]` (its key variable never
+/// set) and `roles` for the swarm's roles.
+fn config_with_roles(test: &SwarmTest, roles: &str) {
+    let config = format!(
+        "model = \"scripted/{}\"\n\n[providers.scripted]\nbase_url = \"{url}\"\nwire_api = \"chat\"\n\
+         api_key_env = \"{}\"\nrequest_max_retries = 1\n\n[providers.keyless]\nbase_url = \"{url}\"\n\
+         wire_api = \"chat\"\napi_key_env = \"KESTREL_TEST_NEVER_SET_KEY\"\n\n[swarm]\n\
+         workdir = \"{}\"\n{roles}",
+        swarm_support::IMPLEMENTER,
+        swarm_support::KEY_VAR,
+        test.workdir.path().display(),
+        url = test.server.base_url(),
+    );
+    std::fs::write(test.home.path().join("config.toml"), config).unwrap();
+}
+
+/// Without --review a climb needs no reviewer: one model for every role is enough. With
+/// --review the reviewer must be another model.
+#[test]
+fn a_climb_without_review_needs_no_separate_reviewer_model() {
+    let test = SwarmTest::new(&files(), Vec::new(), "");
+    config_with_roles(&test, "");
+    let mut args = one_args();
+    args.extend(["--max-cost", "0"]);
+    let output = test.swarm_within(&args);
+    // It started: the baseline was measured, then the budget stopped it before a turn.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let run = test.run_id();
+    assert_eq!(of_type(&test.events(&run), "baseline_measured").len(), 1);
+    args.push("--review");
+    let output = test.swarm_within(&args);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("a review needs another model"), "{}", stderr(&output));
+    assert_eq!(test.run_ids().len(), 1, "nothing more started");
+}
+
+/// A climb asks its planner again on resume, so the planner's key is checked then too,
+/// with experiments already proposed.
+#[test]
+fn resuming_a_climb_checks_the_planners_key() {
+    let test = SwarmTest::new(&files(), script(), "");
+    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    assert_eq!(of_type(&test.events(&run), "experiments_proposed").len(), 1);
+    let roles = format!(
+        "\n[swarm.roles.reviewer]\nmodel = \"scripted/{}\"\n\n[swarm.roles.planner]\nmodel = \"keyless/plan\"\n",
+        swarm_support::REVIEWER
+    );
+    config_with_roles(&test, &roles);
+    let before = test.events(&run).len();
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("KESTREL_TEST_NEVER_SET_KEY"), "{}", stderr(&output));
+    assert_eq!(test.events(&run).len(), before, "nothing happened");
+}

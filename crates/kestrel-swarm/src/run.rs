@@ -103,7 +103,7 @@ pub async fn run(request: RunRequest) -> Result<i32, SwarmError> {
         ))
     })?;
     let goal_mode = matches!(request.input, Input::Goal(_));
-    let models = choose_models(&config, goal_mode)?;
+    let models = choose_models(&config, Roles { planner: goal_mode, reviewer: true })?;
     let ray = prepare_executor(&config, &repo).await?;
     if request.dry_run {
         if goal_mode {
@@ -324,7 +324,13 @@ pub(crate) async fn reopen(
     };
     let repo = Git::new(repo);
     let config = load_config(&launch.home, repo.dir())?;
-    let models = choose_models(&config, graph.tasks.is_empty())?;
+    // A climb asks its planner again whenever it wants more experiments, and has a
+    // reviewer only with --review.
+    let roles = match kestrel_protocol::swarm::ClimbView::fold(log.entries()) {
+        Some(climb) => Roles { planner: true, reviewer: climb.settings.review },
+        None => Roles { planner: graph.tasks.is_empty(), reviewer: true },
+    };
+    let models = choose_models(&config, roles)?;
     let ray = prepare_executor(&config, &repo).await?;
     launch.console.note(&format!("run {run_id}"));
     // The run's own limits hold unless the command line says otherwise.
@@ -402,9 +408,16 @@ pub(crate) fn load_config(home: &KestrelHome, repo: &Path) -> Result<Config, Swa
     Config::load(home, repo).map_err(|error| SwarmError::Usage(error.to_string()))
 }
 
-/// Each role's model, checked: known provider, key present, and a reviewer on another
-/// model than the implementer unless `allow_same_model`.
-pub(crate) fn choose_models(config: &Config, needs_planner: bool) -> Result<Models, SwarmError> {
+/// The roles a run will use besides the implementer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Roles {
+    pub planner: bool,
+    pub reviewer: bool,
+}
+
+/// Each role's model, checked for the roles the run uses: known provider, key present,
+/// and a reviewer on another model than the implementer unless `allow_same_model`.
+pub(crate) fn choose_models(config: &Config, roles: Roles) -> Result<Models, SwarmError> {
     let pick = |role: &str, model: &Option<String>| -> Result<String, SwarmError> {
         model.clone().or_else(|| config.model.clone()).ok_or_else(|| {
             SwarmError::Usage(format!(
@@ -416,7 +429,7 @@ pub(crate) fn choose_models(config: &Config, needs_planner: bool) -> Result<Mode
     let implementer = pick("implementer", &swarm.implementer.model)?;
     let reviewer = pick("reviewer", &swarm.reviewer.model)?;
     let planner = pick("planner", &swarm.planner.model)?;
-    if implementer == reviewer && !swarm.reviewer.allow_same_model {
+    if roles.reviewer && implementer == reviewer && !swarm.reviewer.allow_same_model {
         return Err(SwarmError::Usage(format!(
             "the reviewer's model ({reviewer}) is the implementer's ({implementer}): a review needs \
              another model; set [swarm.roles.reviewer] model to a different one, or \
@@ -426,10 +439,12 @@ pub(crate) fn choose_models(config: &Config, needs_planner: bool) -> Result<Mode
     // On a cluster the implementer's and reviewer's keys are the nodes' own.
     let mut check = if matches!(swarm.executor, Executor::Ray(_)) {
         Vec::new()
-    } else {
+    } else if roles.reviewer {
         vec![&implementer, &reviewer]
+    } else {
+        vec![&implementer]
     };
-    if needs_planner {
+    if roles.planner {
         check.push(&planner);
     }
     for model in check {

@@ -15,7 +15,7 @@ use crate::SwarmError;
 use crate::context::Run;
 use crate::events::{Console, EventLog};
 use crate::git::Git;
-use crate::run::{Launch, choose_models, load_config, reopen};
+use crate::run::{Launch, Roles, choose_models, load_config, reopen};
 use experiment::{Experiment, experiment_task};
 use kestrel_protocol::SessionId;
 use kestrel_protocol::swarm::{
@@ -90,7 +90,7 @@ pub async fn climb(request: ClimbRequest) -> Result<i32, SwarmError> {
     if let kestrel_store::Executor::Ray(_) = config.swarm.executor {
         return Err(local_only());
     }
-    choose_models(&config, true)?;
+    choose_models(&config, Roles { planner: true, reviewer: request.review })?;
     kestrel_platform::Sandbox::detect(config.sandbox.network).map_err(|error| {
         SwarmError::Usage(format!("the metric and the checks run in the OS sandbox, and {error}"))
     })?;
