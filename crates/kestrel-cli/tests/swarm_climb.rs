@@ -979,3 +979,51 @@ fn resuming_a_climb_checks_the_planners_key() {
     assert!(stderr(&output).contains("KESTREL_TEST_NEVER_SET_KEY"), "{}", stderr(&output));
     assert_eq!(test.events(&run).len(), before, "nothing happened");
 }
+
+/// A cancel (`kestrel swarm cancel RUN [EXP]`) while the experiment is measured: it is
+/// heard at the next look and nothing is decided or merged. The metric holds on the
+/// experiment's side while a file exists, so the cancel lands inside the first look.
+fn cancel_during_measurement(experiment_too: bool) {
+    let mut files = files();
+    files[0] = (
+        "metric.sh",
+        "if [ -e \"$CLIMB_HOLD\" ] && [ \"$(cat a.txt)\" = 30 ]; then\n\
+         echo held > \"$CLIMB_HELD\"; while [ -e \"$CLIMB_HOLD\" ]; do sleep 0.05; done; fi\n\
+         echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let test = SwarmTest::new(&files, one_experiment("faster"), "");
+    let dir = tempfile::tempdir().unwrap();
+    let (hold, held) = (dir.path().join("hold"), dir.path().join("held"));
+    std::fs::write(&hold, "").unwrap();
+    let env = [("CLIMB_HOLD", hold.as_path()), ("CLIMB_HELD", held.as_path())];
+    let climb = spawn_with(&test, &one_args(), &env);
+    wait_until("the experiment's first run", || held.exists());
+    let run = test.run_id();
+    let mut cancel = vec!["cancel", run.as_str()];
+    if experiment_too {
+        cancel.push("faster");
+    }
+    let output = test.swarm_within(&cancel);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    std::fs::remove_file(&hold).unwrap();
+    let output = climb.wait();
+    let events = test.events(&run);
+    assert!(of_type(&events, "experiment_decided").is_empty(), "{events:#?}");
+    assert!(of_type(&events, "merged").is_empty(), "{events:#?}");
+    assert!(of_type(&events, "task_cancelled").iter().any(|e| e["task"] == "faster"));
+    assert_eq!(of_type(&events, "experiment_measured").len(), 1, "one look, no more");
+    let state = if experiment_too { "done" } else { "cancelled" };
+    assert_eq!(of_type(&events, "run_finished").last().unwrap()["state"], state, "{events:#?}");
+    let code = if experiment_too { 0 } else { 1 };
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+}
+
+#[test]
+fn an_experiment_cancelled_during_its_measurement_is_not_kept() {
+    cancel_during_measurement(true);
+}
+
+#[test]
+fn a_climb_cancelled_during_a_measurement_keeps_nothing() {
+    cancel_during_measurement(false);
+}

@@ -62,6 +62,9 @@ impl<'a> Experiment<'a> {
                         )));
                     };
                     let _exclusive = self.exclusive().await;
+                    if self.cancelled()? {
+                        return Ok(());
+                    }
                     self.keep(result.attempt, &commit).await?;
                 }
                 return Ok(());
@@ -252,8 +255,7 @@ impl<'a> Experiment<'a> {
         };
         let attempt = view.attempt;
         // A cancelled experiment is neither measured nor merged.
-        if run.task_cancel(&self.id).is_cancelled() {
-            run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
+        if self.cancelled()? {
             return Ok(false);
         }
         let built_on = view.attempt_base.clone();
@@ -317,6 +319,10 @@ impl<'a> Experiment<'a> {
                     break comparison;
                 }
             }
+            // A cancel (of this experiment or of the run) is heard between looks.
+            if self.cancelled()? {
+                return Ok(false);
+            }
             let done = u32::try_from(b.len()).unwrap_or(u32::MAX);
             match bench.interleaved(&baseline.commit, &commit, done, settings.runs).await? {
                 Ok((more_a, more_b)) => {
@@ -366,9 +372,27 @@ impl<'a> Experiment<'a> {
         self.decide(attempt, decision, comparison.reason, record)?;
         crate::failpoint::hit("climb-measured");
         if decision == Decision::Kept {
+            if self.cancelled()? {
+                return Ok(false);
+            }
             self.keep(attempt, &commit).await?;
         }
         Ok(true)
+    }
+
+    /// Whether the run or this experiment was cancelled (requests from `kestrel swarm
+    /// cancel` read now); a cancelled experiment is recorded so.
+    fn cancelled(&self) -> Result<bool, SwarmError> {
+        let run = &self.climb.run;
+        crate::scheduler::hear_requests(run)?;
+        if run.cancel.is_cancelled() || run.halted.is_cancelled() {
+            return Ok(true);
+        }
+        if run.task_cancel(&self.id).is_cancelled() {
+            run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Decides an experiment that stopped short of a measurement; its diff against `base`
