@@ -1027,3 +1027,41 @@ fn an_experiment_cancelled_during_its_measurement_is_not_kept() {
 fn a_climb_cancelled_during_a_measurement_keeps_nothing() {
     cancel_during_measurement(false);
 }
+
+/// An implementer whose turn fails after writing: `build_failed`, and what it wrote is
+/// committed on its branch and kept as `logs/<id>.diff`.
+#[test]
+fn a_failed_build_keeps_its_diff() {
+    let route = "task=plan role=planner";
+    let when = "task=faster role=implementer";
+    let steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [experiment("faster", "a.txt costs less when it holds 30")]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+        Step::tool_call("write_file", json!({"path": "a.txt", "content": "30\n"}))
+            .when(Some(swarm_support::IMPLEMENTER), Some(when)),
+        Step::text("never")
+            .with_fault(kestrel_testkit::Fault::Status {
+                status: 400,
+                retry_after_secs: None,
+                message: Some("bad request".into()),
+                times: Some(100),
+            })
+            .when(Some(swarm_support::IMPLEMENTER), Some(when)),
+    ];
+    let test = SwarmTest::new(&files(), steps, "");
+    let output = test.swarm_within(&one_args());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    let decided = of_type(&events, "experiment_decided");
+    assert_eq!(decided.len(), 1, "{events:#?}");
+    assert_eq!(decided[0]["decision"], "build_failed");
+    assert!(decided[0]["reason"].as_str().unwrap().contains("turn failed"), "{}", decided[0]);
+    assert_eq!(decided[0]["diff"], json!({"files": 1, "insertions": 1, "deletions": 1}));
+    let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/faster.diff")).unwrap();
+    assert!(diff.contains("+30"), "{diff}");
+}

@@ -168,34 +168,43 @@ impl<'a> Experiment<'a> {
         // The turn and the commit of its work: never during a measurement.
         let _lease = self.climb.gate.read().await;
         let turn = run_turn(run, spec, &cancel).await?;
-        let failed = |reason: String| {
-            self.decide(view.attempt, Decision::BuildFailed, reason, Measured::default())
-        };
-        match turn {
+        let unfinished = match turn {
             TurnResult::Stopped => return Ok(false),
             TurnResult::Cancelled => {
                 run.emit(SwarmEvent::TaskCancelled { task: self.id.clone() })?;
                 return Ok(false);
             }
             TurnResult::Failed { message, .. } => {
-                return failed(format!("the implementer's turn failed: {message}"));
+                Some(format!("the implementer's turn failed: {message}"))
             }
             TurnResult::Ended { turn, .. } if turn.ended == Some(StopReason::MaxTurns) => {
-                return failed(
-                    "the implementer's turn ran out of model requests (max_turns)".into(),
-                );
+                Some("the implementer's turn ran out of model requests (max_turns)".into())
             }
-            TurnResult::Ended { .. } => {}
-        }
+            TurnResult::Ended { .. } => None,
+        };
+        // The work is committed either way: an unfinished experiment's diff is kept too.
         crate::merge::clear_stale_lock(&self.worktree).await;
         if self.worktree.is_dirty().await? {
             let spec = self.spec()?;
-            let message = format!("{}: {} (experiment)", self.id, one_line(&spec.hypothesis));
+            let what = if unfinished.is_some() { "unfinished experiment" } else { "experiment" };
+            let message = format!("{}: {} ({what})", self.id, one_line(&spec.hypothesis));
             self.worktree.commit_all(&message).await?;
         }
         let head = self.worktree.head().await?;
-        if view.attempt_base.as_deref() == Some(head.as_str()) {
-            return failed("the experiment changed nothing".into());
+        let changed = view.attempt_base.as_deref() != Some(head.as_str());
+        let failure =
+            unfinished.or_else(|| (!changed).then(|| "the experiment changed nothing".into()));
+        if let Some(reason) = failure {
+            if !changed {
+                return self.decide(
+                    view.attempt,
+                    Decision::BuildFailed,
+                    reason,
+                    Measured::default(),
+                );
+            }
+            let base = view.attempt_base.as_deref();
+            return self.stop_short(view.attempt, Decision::BuildFailed, reason, &head, base).await;
         }
         run.emit(SwarmEvent::Committed {
             task: self.id.clone(),
