@@ -1065,3 +1065,45 @@ fn a_failed_build_keeps_its_diff() {
     let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/faster.diff")).unwrap();
     assert!(diff.contains("+30"), "{diff}");
 }
+
+/// The baseline fails during a measurement, then works on resume and the experiment is
+/// neutral (no new baseline is measured): the failure is cleared all the same.
+#[test]
+fn a_baseline_failure_clears_once_the_baseline_is_measured_again() {
+    let mut files = files();
+    // From its 3rd run on (the first baseline took 2), the metric fails on the old notes
+    // while a file exists.
+    files[0] = (
+        "metric.sh",
+        "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
+         if [ -e \"$CLIMB_BREAK\" ] && [ \"$n\" -ge 2 ] && [ \"$(cat notes.txt)\" = notes ]; then exit 3; fi\n\
+         echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
+    );
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [experiment("same", "the notes slow nothing down")]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("same", &[("notes.txt", "more notes\n")]));
+    let test = SwarmTest::new(&files, steps, "");
+    let dir = tempfile::tempdir().unwrap();
+    let (count, broken) = (dir.path().join("count"), dir.path().join("break"));
+    std::fs::write(&broken, "").unwrap();
+    let env = [("CLIMB_COUNT", count.as_path()), ("CLIMB_BREAK", broken.as_path())];
+    let output = spawn_with(&test, &one_args(), &env).wait();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let run = test.run_id();
+    assert!(test.status_json(&run)["climb"]["baseline_failure"].is_string());
+
+    std::fs::remove_file(&broken).unwrap();
+    let output = spawn_with(&test, &["resume", &run], &env).wait();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(decisions(&events), [("same".to_string(), "neutral".to_string())]);
+    assert_eq!(of_type(&events, "baseline_measured").len(), 1, "no new baseline");
+    assert_eq!(test.status_json(&run)["climb"]["baseline_failure"], Value::Null);
+}

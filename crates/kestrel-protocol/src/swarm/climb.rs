@@ -222,6 +222,8 @@ impl ClimbView {
     pub fn fold(entries: &[SwarmEntry]) -> Option<ClimbView> {
         let mut view: Option<ClimbView> = None;
         let mut last_merged: Option<String> = None;
+        // The commit of the baseline that failed last, until it is seen working.
+        let mut failed_baseline: Option<String> = None;
         for entry in entries {
             if let SwarmEvent::ClimbStarted {
                 metric,
@@ -252,6 +254,7 @@ impl ClimbView {
             match &entry.event {
                 SwarmEvent::BaselineMeasured { commit, values } => {
                     view.baseline_failure = None;
+                    failed_baseline = None;
                     if view.baselines.last().is_some_and(|last| last.commit == *commit) {
                         continue;
                     }
@@ -264,8 +267,16 @@ impl ClimbView {
                         at: entry.ts,
                     });
                 }
-                SwarmEvent::BaselineFailed { reason, .. } => {
+                SwarmEvent::BaselineFailed { commit, reason } => {
                     view.baseline_failure = Some(reason.clone());
+                    failed_baseline = Some(commit.clone());
+                }
+                // Measured against the baseline that had failed: it works again.
+                SwarmEvent::ExperimentMeasured { baseline_commit, .. }
+                    if failed_baseline.as_ref() == Some(baseline_commit) =>
+                {
+                    view.baseline_failure = None;
+                    failed_baseline = None;
                 }
                 SwarmEvent::ExperimentsProposed { round, experiments } => {
                     view.rounds = view.rounds.max(*round);
@@ -292,6 +303,10 @@ impl ClimbView {
                     p_value,
                     diff,
                 } => {
+                    if baseline_commit.is_some() && *baseline_commit == failed_baseline {
+                        view.baseline_failure = None;
+                        failed_baseline = None;
+                    }
                     if let Some(experiment) = view.experiment_mut(task) {
                         experiment.result = Some(ExperimentResult {
                             decision: *decision,
