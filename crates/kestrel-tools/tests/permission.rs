@@ -70,7 +70,7 @@ fn redirections_are_told_apart() {
             (RedirectKind::Duplicate, "1"),
             (RedirectKind::Write, "all"),
             (RedirectKind::Duplicate, "2"),
-            (RedirectKind::Read, "word"),
+            (RedirectKind::Text, "word"),
             (RedirectKind::Write, "rw"),
         ]
     );
@@ -584,11 +584,14 @@ fn auto_asks_before_file_tools_write_git_metadata_or_project_config() {
 }
 
 /// A rule for `git commit` lifts the sandbox (auto) or the question (ask) only for a
-/// line whose every part it covers or that is known read-only: a compound line that
-/// smuggles anything else in runs sandboxed (auto) or is asked (ask), as without it.
+/// line whose every part it covers or whose read-only verdict holds whatever the
+/// covered parts changed (`cat`, not `git status`, which reads a config the covered
+/// part may have written): a compound line that smuggles anything else in runs
+/// sandboxed (auto) or is asked (ask), as without it.
 #[test]
 fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
-    let allowed = AllowList::from_config(&["git commit".into()], &[]);
+    let allowed =
+        AllowList::from_config(&["git commit".into(), "git init".into(), "git clone".into()], &[]);
     let policy = PermissionPolicy::new(
         PathBuf::from("/w"),
         SandboxStatus::Available { description: "x".into() },
@@ -596,8 +599,9 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
     );
     for covered in [
         "git commit -m x",
-        "git commit -m x && git status",
+        "git commit -m x && cat README && cd sub",
         "git commit -m x; git commit --amend --no-edit",
+        "git init -q sub",
         "timeout 60 git commit -m x",
         "bash -c 'git commit -m x'",
         "git commit -m x 2>/dev/null",
@@ -655,12 +659,88 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "git commit-tree x; touch /outside/f",
         "g=git; $g commit -m x",
         "\\git commit -m x; touch /outside/f",
+        // git reads the config the covered part wrote, before anything ran.
+        "git commit -m x && git status",
+        "git init -q --template=./tpl sub && git -C sub status --short",
+        "git clone -c core.fsmonitor='touch /outside/f' x sub && git -C sub status",
+        "git clone x sub && cd sub && git status",
+        // Reads that reach the network, or a file not known before the line runs.
+        "git commit -m x; cat </dev/tcp/127.0.0.1/9",
+        "git commit -m x; cat < /dev/udp/127.0.0.1/9",
+        "git commit -m x > /dev/tcp/127.0.0.1/9",
+        "git commit -m x; cat < \"$F\"",
+        "git commit -m x; cat < $(echo /dev/tcp/127.0.0.1/9)",
     ] {
         if assess_shell(&policy, Mode::Auto, abuse) != (Assessment::Allow { run_as: Mode::Auto }) {
             failures.push(format!("auto lifts the sandbox for {abuse:?}"));
         }
         if !matches!(assess_shell(&policy, Mode::Ask, abuse), Assessment::Ask { .. }) {
             failures.push(format!("ask does not ask for {abuse:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A rule for a git subcommand never covers the arguments that make it run another
+/// program: those calls get only "allow once" (no rule is offered), and in auto run
+/// sandboxed under the rule for the subcommand.
+#[test]
+fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
+    let subcommands =
+        ["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"];
+    let rules: Vec<String> = subcommands.iter().map(|name| format!("git {name}")).collect();
+    let covered = PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&rules, &[]),
+    );
+    let bare = PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&[], &[]),
+    );
+    for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
+        assert_eq!(
+            assess_shell(&covered, Mode::Auto, plain),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{plain}"
+        );
+    }
+    let mut failures = Vec::new();
+    for line in [
+        "git rebase -x 'touch /outside/f' HEAD~1",
+        "git rebase --exec='touch /outside/f' HEAD~1",
+        "git rebase -ix 'touch /outside/f' HEAD~1",
+        "git rebase --exe 'touch /outside/f' HEAD~1",
+        "git rebase \"$OPTION\" HEAD~1",
+        "git submodule foreach 'touch /outside/f'",
+        "git submodule --quiet foreach 'touch /outside/f'",
+        "git bisect run touch /outside/f",
+        "git push --receive-pack='touch /outside/f' origin",
+        "git push --exec='touch /outside/f' origin",
+        "git fetch --upload-pack='touch /outside/f' origin",
+        "git clone -u 'touch /outside/f' x sub",
+        "git clone --upload-pack='touch /outside/f' x sub",
+        "git clone -c core.fsmonitor='touch /outside/f' x sub",
+        "git clone --config=core.fsmonitor='touch /outside/f' x sub",
+        "git clone --template=./tpl x sub",
+        "git init --template=./tpl sub",
+        "git difftool -x 'touch /outside/f'",
+        "git difftool --extcmd='touch /outside/f'",
+        "git config core.fsmonitor 'touch /outside/f'",
+        "git config alias.st '!touch /outside/f'",
+        "git -c core.fsmonitor='touch /outside/f' push",
+    ] {
+        if assess_shell(&covered, Mode::Auto, line) != (Assessment::Allow { run_as: Mode::Auto }) {
+            failures.push(format!("auto lifts the sandbox for {line:?}"));
+        }
+        match assess_shell(&covered, Mode::Ask, line) {
+            Assessment::Ask { .. } => {}
+            other => failures.push(format!("ask: {line:?}: {other:?}")),
+        }
+        match assess_shell(&bare, Mode::Ask, line) {
+            Assessment::Ask { always, .. } if always.is_empty() => {}
+            other => failures.push(format!("a rule is offered for {line:?}: {other:?}")),
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

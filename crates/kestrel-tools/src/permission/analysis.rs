@@ -4,7 +4,7 @@
 //! read-only. A line the parser cannot follow is one concern: it is not known safe.
 
 use super::command::{self, RedirectKind, SimpleCommand, Word, is_name};
-use super::read_only;
+use super::{git, read_only};
 use crate::workspace::normalize;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,9 @@ pub enum Concern {
         /// The file, resolved against the command's directory, when the target is literal.
         path: Option<PathBuf>,
     },
+    /// A redirection that may reach the network (`< /dev/tcp/host/port`) or opens a
+    /// file computed when the line runs (`< $F`): no rule covers it.
+    Opens { target: String },
     /// The line uses syntax the parser does not follow.
     Unparsed { reason: String },
 }
@@ -62,6 +65,10 @@ impl Concern {
                 format!("`> {target}` writes {}", path.display())
             }
             Concern::Write { target, path: None } => format!("`> {target}` writes a file"),
+            Concern::Opens { target } => format!(
+                "the redirection to `{target}` may reach the network or open a file not known \
+                 before the line runs"
+            ),
             Concern::Unparsed { reason } => format!("the command cannot be checked ({reason})"),
         }
     }
@@ -71,6 +78,12 @@ impl Concern {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandAnalysis {
     pub concerns: Vec<Concern>,
+    /// Parts known read-only only by what the files said when the line was judged
+    /// (git reads the repository's config), as [`Concern::Command`]s. Run after other
+    /// parts of the line changed things (`git init --template=./t sub && git -C sub
+    /// status`), they may run anything: a line that runs outside the sandbox because
+    /// a rule covers it needs a rule for each of these too.
+    pub judged_on_files: Vec<Concern>,
 }
 
 impl CommandAnalysis {
@@ -83,15 +96,15 @@ impl CommandAnalysis {
 /// Analyses `line` as run by `bash -c` in `dir` (relative redirection targets resolve
 /// against it, and against every directory a `cd` in the line may have moved to).
 pub fn analyze(line: &str, dir: &Path) -> CommandAnalysis {
-    let mut concerns = Vec::new();
+    let mut analysis = CommandAnalysis { concerns: Vec::new(), judged_on_files: Vec::new() };
     let mut location = Location {
         dirs: vec![dir.to_path_buf()],
         unknown: false,
         git_env: false,
         path_changed: false,
     };
-    analyze_into(line, &mut location, 0, &mut concerns);
-    CommandAnalysis { concerns }
+    analyze_into(line, &mut location, 0, &mut analysis);
+    analysis
 }
 
 /// Where the next command of a line may run. A `cd` may or may not have taken effect
@@ -232,37 +245,57 @@ pub(crate) fn lexical(path: &str) -> bool {
     true
 }
 
-fn analyze_into(line: &str, location: &mut Location, depth: usize, concerns: &mut Vec<Concern>) {
+fn analyze_into(line: &str, location: &mut Location, depth: usize, analysis: &mut CommandAnalysis) {
     let commands = match command::parse(line) {
         Ok(commands) => commands,
         Err(error) => {
-            concerns.push(Concern::Unparsed { reason: error.reason });
+            analysis.concerns.push(Concern::Unparsed { reason: error.reason });
             return;
         }
     };
     for command in &commands {
-        judge_command(command, location, depth, concerns);
+        judge_command(command, location, depth, analysis);
     }
+}
+
+/// Whether a redirection target may be a socket bash opens itself (`/dev/tcp/h/p`,
+/// `/dev/udp/h/p`), wherever it appears in the word.
+fn network_target(target: &str) -> bool {
+    target.contains("/dev/tcp/") || target.contains("/dev/udp/")
 }
 
 fn judge_command(
     command: &SimpleCommand,
     location: &mut Location,
     depth: usize,
-    concerns: &mut Vec<Concern>,
+    analysis: &mut CommandAnalysis,
 ) {
     for redirection in &command.redirections {
+        let target = &redirection.target;
+        let opens = match redirection.kind {
+            RedirectKind::Write | RedirectKind::Read => {
+                network_target(&target.text)
+                    || (redirection.kind == RedirectKind::Read && !target.literal)
+            }
+            RedirectKind::Text | RedirectKind::Duplicate => false,
+        };
+        if opens {
+            let concern = Concern::Opens { target: target.text.clone() };
+            if !analysis.concerns.contains(&concern) {
+                analysis.concerns.push(concern);
+            }
+            continue;
+        }
         if redirection.kind != RedirectKind::Write {
             continue;
         }
-        let target = &redirection.target;
         if target.literal && HARMLESS_TARGETS.contains(&target.text.as_str()) {
             continue;
         }
         let mut push = |path: Option<PathBuf>| {
             let concern = Concern::Write { target: target.text.clone(), path };
-            if !concerns.contains(&concern) {
-                concerns.push(concern);
+            if !analysis.concerns.contains(&concern) {
+                analysis.concerns.push(concern);
             }
         };
         if !target.literal || !lexical(&target.text) {
@@ -285,9 +318,9 @@ fn judge_command(
     // judged by its script.
     if let Some(script) = nested_shell_script(words).filter(|_| harmful_assignment.is_none()) {
         if depth < MAX_NESTED_SHELLS {
-            analyze_into(script, location, depth + 1, concerns);
+            analyze_into(script, location, depth + 1, analysis);
         } else {
-            concerns.push(Concern::Unparsed { reason: "shells nested too deeply".into() });
+            analysis.concerns.push(Concern::Unparsed { reason: "shells nested too deeply".into() });
         }
         return;
     }
@@ -306,6 +339,12 @@ fn judge_command(
         ),
         None => read_only::judge(words, location.places()),
     };
+    let judged_on_files = reason.is_none() && read_only::judged_on_files(words);
+    let reason = reason.or_else(|| {
+        judged_on_files.then(|| {
+            "git judged it read-only by the repository as it was before the line ran".to_string()
+        })
+    });
     if let Some(reason) = reason {
         let shown = if text.is_empty() {
             command
@@ -336,7 +375,12 @@ fn judge_command(
             complete = false;
         }
         let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
-        concerns.push(Concern::Command { text: shown, leading, complete, prefix, reason });
+        let concern = Concern::Command { text: shown, leading, complete, prefix, reason };
+        if judged_on_files {
+            analysis.judged_on_files.push(concern);
+        } else {
+            analysis.concerns.push(concern);
+        }
     }
     location.note_variables(command, words);
     location.follow(words);
@@ -502,6 +546,10 @@ fn prefix(words: &[Word]) -> Option<String> {
     let program = name.text.rsplit('/').next().unwrap_or(&name.text);
     if MULTI_COMMAND.contains(&program) {
         let first = rest.first().filter(|word| subcommand(word))?;
+        if program == "git" && git_runs_named_programs(rest) {
+            // Only "allow once": a rule for the subcommand would cover other programs.
+            return None;
+        }
         let mut parts = vec![name.text.as_str(), first.text.as_str()];
         if RUNNING_SUBCOMMANDS.contains(&first.text.as_str())
             && let Some(target) =
@@ -521,6 +569,14 @@ fn prefix(words: &[Word]) -> Option<String> {
     Some(words_text(words))
 }
 
+/// [`git::runs_named_programs`] for the words after `git`.
+fn git_runs_named_programs(words: &[Word]) -> bool {
+    let complete = words.iter().all(|word| word.literal);
+    let args: Vec<&str> =
+        words.iter().take_while(|word| word.literal).map(|word| word.text.as_str()).collect();
+    git::runs_named_programs(&args, complete)
+}
+
 fn words_text(words: &[Word]) -> String {
     words.iter().map(|word| word.text.as_str()).collect::<Vec<_>>().join(" ")
 }
@@ -529,7 +585,9 @@ fn words_text(words: &[Word]) -> String {
 /// (`complete`: they are all its words). A rule naming a tool and its subcommand
 /// (`cargo test`, `npm run build`) covers that subcommand with any further arguments;
 /// any other rule covers exactly the command it names (`touch once.txt` does not cover
-/// `touch once.txt /elsewhere`).
+/// `touch once.txt /elsewhere`). A git subcommand's rule never covers arguments that
+/// run programs (`git rebase -x CMD`, `git submodule foreach CMD`: see
+/// [`git::runs_named_programs`]).
 pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bool {
     let parts: Vec<&str> = rule.split_whitespace().collect();
     // `LC_ALL=C cargo test`: the assignments, then the tool.
@@ -548,5 +606,11 @@ pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bo
         };
     let starts =
         leading.len() >= parts.len() && leading.iter().zip(&parts).all(|(word, part)| word == part);
-    if by_prefix { starts } else { starts && complete && leading.len() == parts.len() }
+    if by_prefix {
+        let after = leading.get(assigned + 1..).unwrap_or_default();
+        let words: Vec<&str> = after.iter().map(String::as_str).collect();
+        starts && !(program == "git" && git::runs_named_programs(&words, complete))
+    } else {
+        starts && complete && leading.len() == parts.len()
+    }
 }

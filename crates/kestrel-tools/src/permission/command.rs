@@ -20,8 +20,11 @@ pub struct Word {
 /// What a redirection does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedirectKind {
-    /// `<`, `<<<`, heredocs: reads.
+    /// `<`: opens the target for reading.
     Read,
+    /// `<<<`, heredocs: feeds text, opens no file (the target is the text or the
+    /// heredoc's delimiter).
+    Text,
     /// `>`, `>|`, `>>`, `&>`, `&>>`, `<>`: opens the target for writing.
     Write,
     /// `>&N`, `<&N`, `N>&-`: duplicates or closes a descriptor, touches no file.
@@ -377,13 +380,13 @@ impl Parser {
             (RedirectKind::Write, None)
         } else if self.starts_with("<<<") {
             self.pos += 3;
-            (RedirectKind::Read, None)
+            (RedirectKind::Text, None)
         } else if self.starts_with("<<-") {
             self.pos += 3;
-            (RedirectKind::Read, Some(true))
+            (RedirectKind::Text, Some(true))
         } else if self.starts_with("<<") {
             self.pos += 2;
-            (RedirectKind::Read, Some(false))
+            (RedirectKind::Text, Some(false))
         } else if self.starts_with(">&") || self.starts_with("<&") {
             self.pos += 2;
             (RedirectKind::Duplicate, None)

@@ -563,3 +563,65 @@ fn subcommand_reads(subcommand: &str, args: &[&str]) -> Verdict {
         _ => refuse(),
     }
 }
+
+/// Options of git subcommands that run a program they name, or make git run one later
+/// (a template's or a config's hooks, `core.fsmonitor`...): a rule for the subcommand
+/// (`git rebase`) does not cover them. Long ones also match as `--name=value`, short
+/// ones anywhere in a bundle (`-ix CMD`, `-xCMD`).
+const RUNNING_OPTIONS: &[(&str, &[&str], &str)] = &[
+    ("rebase", &["--exec"], "x"),
+    ("push", &["--receive-pack", "--exec"], ""),
+    ("fetch", &["--upload-pack"], ""),
+    ("pull", &["--upload-pack"], ""),
+    ("ls-remote", &["--upload-pack"], ""),
+    ("archive", &["--exec", "--remote"], ""),
+    ("clone", &["--upload-pack", "--template", "--config"], "uc"),
+    ("init", &["--template"], ""),
+    ("difftool", &["--extcmd"], "x"),
+    ("grep", &["--open-files-in-pager"], "O"),
+    (
+        "send-email",
+        &["--sendmail-cmd", "--smtp-server", "--to-cmd", "--cc-cmd", "--header-cmd"],
+        "",
+    ),
+];
+
+/// Subcommands whose words name a program to run (`submodule foreach CMD`,
+/// `bisect run CMD`).
+const RUNNING_WORDS: &[(&str, &str)] = &[("submodule", "foreach"), ("bisect", "run")];
+
+/// Subcommands that can make git run anything later, whatever their arguments
+/// (`config core.fsmonitor CMD`, `filter-branch --tree-filter CMD`).
+const RUNS_ANYTHING: [&str; 3] = ["config", "filter-branch", "alias"];
+
+/// Whether `git ARGS` (the subcommand first) may run a program its arguments name or
+/// make git run one later, so that no rule for the subcommand alone may cover it.
+/// `complete`: the arguments are all known (a computed one could be any option).
+pub(crate) fn runs_named_programs(args: &[&str], complete: bool) -> bool {
+    let Some((subcommand, rest)) = args.split_first() else { return false };
+    if RUNS_ANYTHING.contains(subcommand) {
+        return true;
+    }
+    let options = RUNNING_OPTIONS.iter().find(|(name, ..)| name == subcommand);
+    let words = RUNNING_WORDS.iter().find(|(name, _)| name == subcommand);
+    if (options.is_some() || words.is_some()) && !complete {
+        return true;
+    }
+    if let Some((_, word)) = words
+        && rest.iter().take_while(|arg| **arg != "--").any(|arg| arg == word)
+    {
+        return true;
+    }
+    let Some((_, long, short)) = options else { return false };
+    rest.iter().take_while(|arg| **arg != "--").any(|arg| {
+        if let Some(name) = arg.strip_prefix("--") {
+            let name = name.split_once('=').map_or(name, |(name, _)| name);
+            // git takes an unambiguous abbreviation (`--exe`) too.
+            long.iter().any(|option| !name.is_empty() && option[2..].starts_with(name))
+        } else if let Some(bundle) = arg.strip_prefix('-') {
+            bundle.chars().any(|letter| short.contains(letter))
+        } else {
+            false
+        }
+    })
+}

@@ -207,14 +207,19 @@ impl PermissionPolicy {
         Assessment::Ask { summary, always: self.rules_for(&analysis), run_as: Mode::Ask }
     }
 
-    /// Whether the allow rules cover every concern.
+    /// Whether the allow rules cover every concern, and every part known read-only
+    /// only by the files as they were (git): a covered line runs outside the sandbox,
+    /// after its covered parts may have changed those files.
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
-        analysis.concerns.iter().all(|concern| match concern {
+        let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
+        parts.into_iter().all(|concern| match concern {
             Concern::Command { leading, complete, .. } => {
                 self.allowed.allows_command(leading, *complete)
             }
             Concern::Write { path: Some(path), .. } => self.write_covered(path),
-            Concern::Write { path: None, .. } | Concern::Unparsed { .. } => false,
+            Concern::Write { path: None, .. }
+            | Concern::Opens { .. }
+            | Concern::Unparsed { .. } => false,
         })
     }
 
@@ -236,7 +241,7 @@ impl PermissionPolicy {
     /// The rules that would cover every concern; empty when some cannot be covered.
     fn rules_for(&self, analysis: &CommandAnalysis) -> Vec<AllowRule> {
         let mut rules = Vec::new();
-        for concern in &analysis.concerns {
+        for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
             let rule = match concern {
                 Concern::Command { prefix: Some(prefix), .. } => {
                     AllowRule::CommandPrefix(prefix.clone())
@@ -244,6 +249,7 @@ impl PermissionPolicy {
                 Concern::Write { path: Some(path), .. } => AllowRule::Path(resolve_existing(path)),
                 Concern::Command { prefix: None, .. }
                 | Concern::Write { path: None, .. }
+                | Concern::Opens { .. }
                 | Concern::Unparsed { .. } => return Vec::new(),
             };
             if !rules.contains(&rule) {

@@ -396,6 +396,13 @@ pub(crate) fn judge(words: &[Word], places: Places) -> Option<String> {
     }
 }
 
+/// Whether a read-only verdict on `words` came from the files as they were when it
+/// was judged rather than from the words alone: only git's (it reads the repository's
+/// config, which may run programs), which also depends on where a `cd` led.
+pub(crate) fn judged_on_files(words: &[Word]) -> bool {
+    words.first().is_some_and(|name| name.literal && name.text == "git")
+}
+
 type Verdict = Result<(), String>;
 
 fn writes(program: &str, flag: &str) -> Verdict {
