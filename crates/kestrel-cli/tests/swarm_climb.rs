@@ -1107,3 +1107,106 @@ fn a_baseline_failure_clears_once_the_baseline_is_measured_again() {
     assert_eq!(of_type(&events, "baseline_measured").len(), 1, "no new baseline");
     assert_eq!(test.status_json(&run)["climb"]["baseline_failure"], Value::Null);
 }
+
+#[test]
+fn more_bad_input_exits_2_with_nothing_started() {
+    let test = SwarmTest::new(&files(), Vec::new(), "");
+    let repo = test.repo.path().to_path_buf();
+    let climb = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut args = vec!["climb", "--metric", METRIC, "--direction", "lower", "--yes"];
+        args.extend_from_slice(extra);
+        args
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["climb", "--metric", " ", "--direction", "lower", "--yes"], "--metric is empty"),
+        (climb(&["--check", " "]), "--check ` ` is empty"),
+        (climb(&["--experiments", "0"]), "--experiments"),
+    ];
+    for (args, says) in cases {
+        let output = swarm_in(&test, &repo, &args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
+    }
+    // A detached HEAD.
+    git(&repo, &["checkout", "-q", "--detach"]);
+    let output = swarm_in(&test, &repo, &climb(&[]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("HEAD is not on a branch"), "{}", stderr(&output));
+    git(&repo, &["checkout", "-q", "main"]);
+    // A branch with no commit yet.
+    let unborn = tempfile::tempdir().unwrap();
+    git(unborn.path(), &["init", "-q", "-b", "fresh"]);
+    let output = swarm_in(&test, unborn.path(), &climb(&[]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("`fresh` has no commit yet"), "{}", stderr(&output));
+    // The ray executor.
+    let roles = format!(
+        "executor = \"ray\"\n\n[swarm.ray]\naddress = \"http://127.0.0.1:9\"\nremote = \"{}\"\n\n\
+         [swarm.roles.reviewer]\nmodel = \"scripted/{}\"\n",
+        repo.display(),
+        swarm_support::REVIEWER
+    );
+    config_with_roles(&test, &roles);
+    let output = swarm_in(&test, &repo, &climb(&[]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("executor = \"local\""), "{}", stderr(&output));
+    assert!(test.run_ids().is_empty(), "nothing was started");
+    assert_eq!(test.branches(), ["main"]);
+
+    // A check that fails on the baseline: the run ends failed before any model is asked,
+    // and `retry` does not apply to it.
+    test.write_config("");
+    let output = swarm_in(&test, &repo, &climb(&["--check", "false"]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("the baseline could not be measured"), "{}", stderr(&output));
+    let run = test.run_id();
+    assert_eq!(of_type(&test.events(&run), "run_finished")[0]["state"], "failed");
+    assert!(of_type(&test.events(&run), "baseline_measured").is_empty());
+    let output = test.swarm_within(&["retry", &run, "faster"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is a climb"), "{}", stderr(&output));
+    assert!(test.model_requests().is_empty());
+}
+
+/// With --review: `same` is reviewed, then the baseline `faster` made is merged into it
+/// before its measurement; killed after its first look, the resume goes on measuring it
+/// without a second review.
+#[test]
+fn a_baseline_merged_into_a_reviewed_experiment_is_not_reviewed_again() {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("same", "the notes slow nothing down"),
+                experiment("faster", "a.txt costs less when it holds 30"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement_slowly("same", &[("notes.txt", "more notes\n")], 300));
+    steps.extend(review("faster", 1, true, &[]));
+    steps.extend(review("same", 1, true, &[]));
+    let test = SwarmTest::new(&files(), steps, "");
+    let mut args = two_args();
+    args.insert(args.len() - 1, "--review");
+    let mut command = test.command(&[&["swarm"], &args[..]].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-look:same");
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
+    let run = test.run_id();
+    let events = test.events(&run);
+    assert_eq!(of_type(&events, "baseline_merged_in").len(), 1, "{events:#?}");
+
+    let output = test.swarm_within(&["resume", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&run);
+    assert_eq!(
+        decisions(&events),
+        [("faster".to_string(), "kept".to_string()), ("same".to_string(), "neutral".to_string())]
+    );
+    let reviews = of_type(&events, "reviewed").into_iter().filter(|e| e["task"] == "same").count();
+    assert_eq!(reviews, 1, "{events:#?}");
+}

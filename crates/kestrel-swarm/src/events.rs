@@ -155,6 +155,9 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
             experiments.len(),
             experiments.iter().map(|e| e.id.as_str()).collect::<Vec<_>>().join(", ")
         ),
+        SwarmEvent::BaselineMergedIn { task, commit, .. } => {
+            format!("{task}: the new baseline merged in ({})", short(commit))
+        }
         SwarmEvent::ExperimentMeasured { task, look, baseline, values, .. } => format!(
             "{task}: look {look}: median {} against the baseline's {}",
             number(median(values)),

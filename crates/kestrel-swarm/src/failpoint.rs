@@ -3,10 +3,23 @@
 //! implementer's work is committed, before its event; `merge`: after the merge commit,
 //! before its check and event; `climb-measured`: after a climb's experiment was measured
 //! and decided, before a kept one is merged; `climb-merge`: after a kept experiment's merge
-//! commit, before its event; `climb-look`: after a look of a measurement was recorded. Nothing happens without the variable.
+//! commit, before its event; `climb-look`: after a look of a measurement was recorded.
+//! `<name>:<task>` aborts at that point of that task only (where a point knows its task).
+//! Nothing happens without the variable.
 
 pub fn hit(name: &str) {
     if std::env::var("KESTREL_SWARM_FAILPOINT").is_ok_and(|point| point == name) {
+        std::process::abort();
+    }
+}
+
+/// [`hit`] at a point of `task`: `<name>` or `<name>:<task>`.
+pub fn hit_for(name: &str, task: &str) {
+    let matches = |point: String| {
+        point == name
+            || point.strip_prefix(name).and_then(|rest| rest.strip_prefix(':')) == Some(task)
+    };
+    if std::env::var("KESTREL_SWARM_FAILPOINT").is_ok_and(matches) {
         std::process::abort();
     }
 }

@@ -287,6 +287,14 @@ pub enum SwarmEvent {
         round: u32,
         experiments: Vec<ExperimentSpec>,
     },
+    /// A climb merged the baseline, which moved since the experiment started, into the
+    /// experiment before its measurement: `commit` is what will be measured (the review,
+    /// if any, stands: it is not new work).
+    BaselineMergedIn {
+        task: String,
+        attempt: u32,
+        commit: String,
+    },
     /// One look of an experiment's measurement: K more runs of each side, interleaved,
     /// on these commits (a resumed run goes on from the looks recorded).
     ExperimentMeasured {
@@ -346,6 +354,7 @@ impl SwarmEvent {
             | SwarmEvent::TaskCancelled { task }
             | SwarmEvent::TaskRetried { task, .. }
             | SwarmEvent::RateLimited { task, .. }
+            | SwarmEvent::BaselineMergedIn { task, .. }
             | SwarmEvent::ExperimentMeasured { task, .. }
             | SwarmEvent::ExperimentDecided { task, .. } => Some(task),
             SwarmEvent::CancelRequested { task } => task.as_deref(),

@@ -328,6 +328,12 @@ impl RunView {
                     view.state = TaskState::Reviewing;
                 }
             }
+            // The same work on a newer baseline: where it stood holds.
+            SwarmEvent::BaselineMergedIn { task, commit, .. } => {
+                if let Some(view) = self.task_mut(task) {
+                    view.commit = Some(commit.clone());
+                }
+            }
             SwarmEvent::Reviewed { task, approve, .. } => {
                 if let Some(view) = self.task_mut(task)
                     && *approve

@@ -304,7 +304,7 @@ impl<'a> Experiment<'a> {
                         .await;
                 }
             }
-            run.emit(SwarmEvent::Committed {
+            run.emit(SwarmEvent::BaselineMergedIn {
                 task: self.id.clone(),
                 attempt,
                 commit: commit.clone(),
@@ -345,7 +345,7 @@ impl<'a> Experiment<'a> {
                         baseline: more_a.clone(),
                         values: more_b.clone(),
                     })?;
-                    crate::failpoint::hit("climb-look");
+                    crate::failpoint::hit_for("climb-look", &self.id);
                     a.extend(more_a);
                     b.extend(more_b);
                 }
@@ -379,7 +379,7 @@ impl<'a> Experiment<'a> {
             diff: Some(diff),
         };
         self.decide(attempt, decision, comparison.reason, record)?;
-        crate::failpoint::hit("climb-measured");
+        crate::failpoint::hit_for("climb-measured", &self.id);
         if decision == Decision::Kept {
             if self.cancelled()? {
                 return Ok(false);
@@ -516,7 +516,7 @@ impl<'a> Experiment<'a> {
                 }
             }
         };
-        crate::failpoint::hit("climb-merge");
+        crate::failpoint::hit_for("climb-merge", &self.id);
         run.emit(SwarmEvent::Merged { task: self.id.clone(), attempt, commit })?;
         if let Err(reason) = self.climb.ensure_baseline().await? {
             run.halt();
