@@ -277,6 +277,7 @@ fn context(root: &Path) -> ToolContext {
         network: false,
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
+        unconfined: false,
     }
 }
 

@@ -23,8 +23,7 @@ type Snapshot = std::sync::Arc<crate::login_shell::Snapshot>;
 #[cfg(not(target_os = "linux"))]
 type Snapshot = ();
 use crate::output::{DEFAULT_KEEP, HeadTail};
-use crate::permission::{analyze, shell_workdir};
-use crate::workspace::normalize;
+use crate::permission::shell_workdir;
 use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
 use kestrel_platform::{
     MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, ShellStartup, process,
@@ -114,19 +113,15 @@ impl ShellTool {
         }
     }
 
-    /// How `script` in `workdir` is confined as `context.mode` requires, or the error
-    /// output when it must not run.
-    fn confinement(
-        &self,
-        script: &str,
-        workdir: &Path,
-        context: &ToolContext,
-    ) -> Result<Confinement, ToolOutput> {
+    /// How a command is confined as `context` says (the mode and the policy's
+    /// decision), or the error output when it must not run.
+    fn confinement(&self, context: &ToolContext) -> Result<Confinement, ToolOutput> {
         let confined_read_only = match context.mode {
             Mode::Yolo => return Ok(Confinement::None),
-            // The same judgement that let it through without asking (permission policy).
-            Mode::Ask if analyze(script, &normalize(workdir)).is_read_only() => true,
-            Mode::Ask => return Ok(Confinement::None),
+            // Approved, or covered by the user's rules (the policy's decision).
+            Mode::Ask if context.unconfined => return Ok(Confinement::None),
+            // Let through unasked as known read-only: in doubt, sandboxed.
+            Mode::Ask => true,
             Mode::Auto => false,
             Mode::ReadOnly => true,
         };
@@ -280,7 +275,7 @@ impl Tool for ShellTool {
                     ));
                 }
             };
-            let command = match self.confinement(&arguments.command, &workdir, context) {
+            let command = match self.confinement(context) {
                 Ok(confinement) => {
                     self.command(&arguments.command, &workdir, &confinement, &context.cancel).await
                 }

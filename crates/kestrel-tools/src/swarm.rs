@@ -292,6 +292,7 @@ mod tests {
             network: false,
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
+            unconfined: false,
         }
     }
 

@@ -33,6 +33,12 @@ pub struct ToolContext {
     /// rule covered it: exactly these files, nothing beside them
     /// ([`PermissionPolicy::granted_writes`](crate::permission::PermissionPolicy::granted_writes)).
     pub granted_writes: Vec<PathBuf>,
+    /// With `mode` ask: the policy let this one call run outside the sandbox (the user
+    /// approved it, or the allow rules cover it:
+    /// [`PermissionPolicy::assess_confinement`](crate::permission::PermissionPolicy::assess_confinement)).
+    /// `false`, `shell` runs it in the read-only sandbox: the tool never judges the
+    /// line again, since what it reads may have changed since the policy's decision.
+    pub unconfined: bool,
 }
 
 impl ToolContext {

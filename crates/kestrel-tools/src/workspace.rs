@@ -263,6 +263,7 @@ mod tests {
             network: false,
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
+            unconfined: false,
         }
     }
 

@@ -135,7 +135,8 @@ async fn without_a_sandbox_auto_refuses_and_ask_runs_unconfined() {
     assert!(!workspace.path().join("ran.txt").exists(), "it must not run unconfined");
 
     // Approved calls run as in ask mode: unconfined.
-    let output = shell(none(), &context(workspace.path(), Mode::Ask, false), "touch ran.txt").await;
+    let approved = ToolContext { unconfined: true, ..context(workspace.path(), Mode::Ask, false) };
+    let output = shell(none(), &approved, "touch ran.txt").await;
     ok(&output);
     assert!(workspace.path().join("ran.txt").exists());
     // Read-only mode runs its (parser-checked) commands even without a sandbox.
@@ -152,8 +153,15 @@ async fn in_ask_known_read_only_commands_run_confined_and_approved_ones_do_not()
         let ctx = context(workspace.path(), Mode::Ask, false);
         let output = shell(tool.clone(), &ctx, status).await;
         assert!(ok(&output).contains("Seccomp:\t2"), "{name}: {}", output.content);
+        // The tool does not judge the line again: what the policy let through unasked
+        // runs sandboxed even when it is not read-only now (a repository's config may
+        // have changed since the decision).
+        let output = shell(tool.clone(), &ctx, &format!("touch made.txt; {status}")).await;
+        assert!(output.content.contains("Seccomp:\t2"), "{name}: {}", output.content);
+        assert!(!workspace.path().join("made.txt").exists(), "{name}");
         // Not known read-only, so the policy asked and the user approved: unconfined.
-        let output = shell(tool, &ctx, &format!("touch made.txt && {status}")).await;
+        let approved = ToolContext { unconfined: true, ..ctx.clone() };
+        let output = shell(tool, &approved, &format!("touch made.txt && {status}")).await;
         assert!(ok(&output).contains("Seccomp:\t0"), "{name}: {}", output.content);
         assert!(workspace.path().join("made.txt").exists(), "{name}");
     }

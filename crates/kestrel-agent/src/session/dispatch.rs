@@ -60,6 +60,7 @@ impl Session {
                 network: self.settings.network,
                 cancel: cancel.clone(),
                 granted_writes: Vec::new(),
+                unconfined: false,
             };
             let together = self.runs_together(&calls[index].name);
             let end = if together {
@@ -90,11 +91,15 @@ impl Session {
                     self.tools.call(&call.name, &call.arguments, &context).await
                 } else {
                     match self.permission(call, context.mode, cancel).await {
-                        Ok((run_as, granted_writes)) => {
+                        Ok((run_as, granted_writes, unconfined)) => {
                             sink.emit(AgentEvent::ToolCallRunning { call_id: call.id.clone() })
                                 .await;
-                            let context =
-                                ToolContext { mode: run_as, granted_writes, ..context.clone() };
+                            let context = ToolContext {
+                                mode: run_as,
+                                granted_writes,
+                                unconfined,
+                                ..context.clone()
+                            };
                             self.checked_call(call, &context).await?
                         }
                         Err(refusal) => ToolOutput::error(refusal),
@@ -247,21 +252,23 @@ impl Session {
     /// is the refusal for the model. A cancelled turn stops waiting for an answer at once.
     /// With the mode come the files outside the workspace the call may write, resolved
     /// when it was judged (before the question), so a symlink swapped in while the user
-    /// reads it cannot send the write elsewhere.
+    /// reads it cannot send the write elsewhere; and whether `shell` may run it outside
+    /// the sandbox (the rules cover it, or the user approved it), decided once here.
     async fn permission(
         &mut self,
         call: &ToolCall,
         mode: Mode,
         cancel: &CancellationToken,
-    ) -> Result<(Mode, Vec<PathBuf>), String> {
+    ) -> Result<(Mode, Vec<PathBuf>, bool), String> {
         let read_only = self.tools.is_read_only(&call.name);
         let granted = self.policy.granted_writes(mode, &call.name, &call.arguments);
-        let (summary, always, run_as) =
-            match self.policy.assess(mode, &call.name, &call.arguments, read_only) {
-                Assessment::Allow { run_as } => return Ok((run_as, granted)),
-                Assessment::Deny { reason } => return Err(reason),
-                Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
-            };
+        let (assessment, covered) =
+            self.policy.assess_confinement(mode, &call.name, &call.arguments, read_only);
+        let (summary, always, run_as) = match assessment {
+            Assessment::Allow { run_as } => return Ok((run_as, granted, covered)),
+            Assessment::Deny { reason } => return Err(reason),
+            Assessment::Ask { summary, always, run_as } => (summary, always, run_as),
+        };
         if !self.approver.attended() {
             return Err(crate::approval::unattended_refusal(&summary, mode));
         }
@@ -280,10 +287,10 @@ impl Session {
             },
         };
         match decision {
-            ApprovalDecision::AllowOnce => Ok((run_as, granted)),
+            ApprovalDecision::AllowOnce => Ok((run_as, granted, true)),
             ApprovalDecision::AllowAlways => {
                 self.policy.remember(&always);
-                Ok((run_as, granted))
+                Ok((run_as, granted, true))
             }
             ApprovalDecision::AllowAlwaysAndSave => {
                 self.policy.remember(&always);
@@ -294,7 +301,7 @@ impl Session {
                         Notice { kind: NoticeKind::Error, message, model: None, mode: None };
                     let _ = self.write(RecordItem::Notice { notice });
                 }
-                Ok((run_as, granted))
+                Ok((run_as, granted, true))
             }
             ApprovalDecision::Deny { reason } => Err(match reason {
                 Some(reason) => format!("the user denied `{}`: {reason}", call.name),

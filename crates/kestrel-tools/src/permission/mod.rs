@@ -113,19 +113,34 @@ impl PermissionPolicy {
         arguments: &str,
         read_only_tool: bool,
     ) -> Assessment {
+        self.assess_confinement(mode, tool, arguments, read_only_tool).0
+    }
+
+    /// [`assess`](Self::assess), and whether an `Allow` lets `shell` run the line
+    /// outside the sandbox because the allow rules cover it (pass it to the tool as
+    /// `ToolContext::unconfined`, with `true` for a call the user approved). Judged
+    /// once, here: a line let through as known read-only stays sandboxed even if what
+    /// made it read-only (a repository's config) changes before it runs.
+    pub fn assess_confinement(
+        &self,
+        mode: Mode,
+        tool: &str,
+        arguments: &str,
+        read_only_tool: bool,
+    ) -> (Assessment, bool) {
         // An MCP tool's claim to be read-only is its server's (`readOnlyHint`): untrusted.
         let mcp = tool.starts_with(MCP_PREFIX);
         if mode == Mode::Yolo || (read_only_tool && !mcp) {
-            return Assessment::Allow { run_as: mode };
+            return (Assessment::Allow { run_as: mode }, false);
         }
         let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
         if tool == "shell" {
             return self.assess_shell(mode, &arguments);
         }
         if FILE_TOOLS.contains(&tool) {
-            return self.assess_file_tool(mode, tool, &arguments);
+            return (self.assess_file_tool(mode, tool, &arguments), false);
         }
-        match mode {
+        let assessment = match mode {
             Mode::Auto | Mode::Yolo => Assessment::Allow { run_as: mode },
             // What the user allowed by name runs in read-only mode too: the user, not
             // the server, vouched for it.
@@ -144,24 +159,25 @@ impl PermissionPolicy {
                 always: vec![AllowRule::Tool(tool.to_string())],
                 run_as: mode,
             },
-        }
+        };
+        (assessment, false)
     }
 
-    fn assess_shell(&self, mode: Mode, arguments: &Value) -> Assessment {
+    /// The assessment of a `shell` call, and whether the rules cover it.
+    fn assess_shell(&self, mode: Mode, arguments: &Value) -> (Assessment, bool) {
         // Bad arguments are the tool's to report; there is nothing to run.
         let Some(command) = arguments.get("command").and_then(Value::as_str) else {
-            return Assessment::Allow { run_as: mode };
+            return (Assessment::Allow { run_as: mode }, false);
         };
         let workdir = arguments.get("workdir").and_then(Value::as_str);
         let dir = match shell_workdir(&self.cwd, workdir) {
             Ok(dir) => dir,
             Err(error) => {
-                return Assessment::Deny {
-                    reason: format!(
-                        "not run: workdir {} is not an existing directory ({error})",
-                        workdir.unwrap_or(".")
-                    ),
-                };
+                let reason = format!(
+                    "not run: workdir {} is not an existing directory ({error})",
+                    workdir.unwrap_or(".")
+                );
+                return (Assessment::Deny { reason }, false);
             }
         };
         let analysis = analyze(command, &dir);
@@ -171,10 +187,10 @@ impl PermissionPolicy {
             (SandboxStatus::Available { .. }, Mode::Auto)
                 if !analysis.is_read_only() && self.covers(&analysis) =>
             {
-                return Assessment::Allow { run_as: Mode::Ask };
+                return (Assessment::Allow { run_as: Mode::Ask }, true);
             }
             (SandboxStatus::Available { .. }, Mode::Auto) => {
-                return Assessment::Allow { run_as: Mode::Auto };
+                return (Assessment::Allow { run_as: Mode::Auto }, false);
             }
             (SandboxStatus::Unavailable { reason }, Mode::Auto) => Some(reason.as_str()),
             (SandboxStatus::Available { .. } | SandboxStatus::Unavailable { .. }, _) => None,
@@ -182,20 +198,19 @@ impl PermissionPolicy {
         if analysis.is_read_only() {
             // Known read-only: never asks. In auto without a sandbox it runs as in ask.
             let run_as = if mode == Mode::Auto { Mode::Ask } else { mode };
-            return Assessment::Allow { run_as };
+            return (Assessment::Allow { run_as }, false);
         }
         let concerns: Vec<String> = analysis.concerns.iter().map(Concern::describe).collect();
         if mode == Mode::ReadOnly {
-            return Assessment::Deny {
-                reason: format!(
-                    "not run: the session is in read-only mode, where only known read-only \
-                     commands run; {}",
-                    concerns.join("; ")
-                ),
-            };
+            let reason = format!(
+                "not run: the session is in read-only mode, where only known read-only \
+                 commands run; {}",
+                concerns.join("; ")
+            );
+            return (Assessment::Deny { reason }, false);
         }
         if self.covers(&analysis) {
-            return Assessment::Allow { run_as: Mode::Ask };
+            return (Assessment::Allow { run_as: Mode::Ask }, true);
         }
         let mut summary = match unsandboxed {
             Some(reason) => {
@@ -204,7 +219,8 @@ impl PermissionPolicy {
             None => format!("run `{command}`"),
         };
         summary.push_str(&format!(" ({})", concerns.join("; ")));
-        Assessment::Ask { summary, always: self.rules_for(&analysis), run_as: Mode::Ask }
+        let always = self.rules_for(&analysis);
+        (Assessment::Ask { summary, always, run_as: Mode::Ask }, false)
     }
 
     /// Whether the allow rules cover every concern, and every part known read-only

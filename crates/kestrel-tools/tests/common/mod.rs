@@ -17,6 +17,7 @@ pub fn context(root: &Path, mode: Mode) -> ToolContext {
         network: false,
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
+        unconfined: false,
     }
 }
 
