@@ -321,3 +321,35 @@ async fn a_granted_write_outside_the_workspace_writes_only_the_granted_file() {
     assert_eq!(entries(elsewhere.path()), ["victim.txt"]);
     fs::remove_file(approved.path()).unwrap();
 }
+
+/// A granted write races a process that keeps swapping a directory on the granted
+/// path with a symlink to elsewhere: each write lands in the granted directory or is
+/// refused, never in the symlink's target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_write_never_follows_a_directory_swapped_for_a_symlink_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    let outside_path = outside.path().canonicalize().unwrap();
+    fs::create_dir(outside_path.join("sub")).unwrap();
+    let file = outside_path.join("sub/f.txt");
+    let ctx = kestrel_tools::ToolContext {
+        granted_writes: vec![file.clone()],
+        ..context(dir.path(), Mode::Ask)
+    };
+    let swapper = Swapper::start(&outside_path, victim.path().to_path_buf());
+    let mut written = 0;
+    for round in 0..CALLS * 2 {
+        let content = format!("{round}");
+        let output = call(&ctx, "write_file", json!({"path": file, "content": content})).await;
+        written += usize::from(!output.is_error);
+        assert!(
+            entries(victim.path()).is_empty(),
+            "round {round}: the write followed the swapped-in symlink: {}",
+            output.content
+        );
+    }
+    let swaps = swapper.finish();
+    assert!(swaps > 0);
+    assert!(entries(victim.path()).is_empty(), "{written} writes, {swaps} swaps");
+}

@@ -196,7 +196,7 @@ impl Place {
                 let Ok(relative) = parent.strip_prefix(&root_path) else {
                     return Err(outside(path, &target, &root_path));
                 };
-                let root = open_directory(&root_path)?;
+                let root = open_resolved_directory(&root_path)?;
                 let directory = open_beneath(&root, &root_path, relative, create, created)
                     .map_err(|error| explain(error, path, &root_path))?;
                 refuse_unseen_guarded(&directory, path, &root_path)?;
@@ -524,6 +524,42 @@ fn open_directory(path: &Path) -> io::Result<OwnedFd> {
         .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(path)?;
     Ok(OwnedFd::from(file))
+}
+
+/// Opens `path`, already resolved (no symlink in it), from `/` one component at a
+/// time refusing every symlink: a directory on the way swapped for a symlink after the
+/// resolution (a sandboxed command's or another process's doing) fails the open
+/// instead of leading it elsewhere.
+fn open_resolved_directory(path: &Path) -> io::Result<OwnedFd> {
+    let mut names = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => names.push(c_name(name)?),
+            Component::RootDir => {}
+            Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a plain absolute path", path.display()),
+                ));
+            }
+        }
+    }
+    if !path.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a plain absolute path", path.display()),
+        ));
+    }
+    walk_without_symlinks(&open_directory(Path::new("/"))?, &names).map_err(|error| {
+        if error.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("a directory on the way to {} became a symlink", path.display()),
+            )
+        } else {
+            error
+        }
+    })
 }
 
 fn open_unconfined(parent: &Path, create: bool, created: &mut Vec<PathBuf>) -> io::Result<OwnedFd> {
