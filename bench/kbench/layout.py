@@ -256,6 +256,8 @@ def order(starts, ends, names, by_role) -> list:
 
 CRATE_HASH = re.compile(r"Cs[0-9A-Za-z]+_")
 BACKREF = re.compile(r"B[0-9A-Za-z]*_")
+IMPL_M = re.compile(r"Ms[0-9A-Za-z]*_")
+IMPL_X = re.compile(r"Xs[0-9A-Za-z]*_")
 
 
 def stable_name(name: str) -> str:
@@ -268,9 +270,10 @@ def layout_key(name: str) -> str:
     """What a listed name is matched by: build.rs's `layout_key` (which code-layout.sh's
     awk repeats): no `.llvm.` hash, every crate disambiguator (`Cs<hash>_`) and then every
     back-reference (`B<offset>_`, which moves when a hash before it changes length) a
-    wildcard, since a dependency added to a crate changes the hash of it and of every
-    crate above it."""
-    return BACKREF.sub("B*_", CRATE_HASH.sub("Cs*_", stable_name(name)))
+    wildcard, then impl block numbers (`Ms<n>_`, `Xs<n>_`, which an impl block added
+    earlier in the module changes) dropped."""
+    key = BACKREF.sub("B*_", CRATE_HASH.sub("Cs*_", stable_name(name)))
+    return IMPL_X.sub("X", IMPL_M.sub("M", key))
 
 
 def check(link_map: Path) -> int:

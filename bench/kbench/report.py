@@ -13,6 +13,13 @@ from pathlib import Path
 BUDGETS = [
     ("TUI first paint, daemon up", ("tui", "first paint (daemon up)"), 5.0, "ms"),
     ("TUI input-ready, daemon up", ("tui", "input-ready (daemon up)"), 10.0, "ms"),
+    # Keys typed at start-up and the shell tool's cost per call (issue 16).
+    ("TUI text typed at first output, on screen", ("tui", "typed at first output, on screen (daemon up)"),
+     5.0, "ms"),
+    ("TUI typed text after the first frame", ("tui", "typed at first output, after the first frame (daemon up)"),
+     1.0, "ms"),
+    ("shell call overhead", ("tools (in-process, via the registry)",
+                             "shell call overhead: per call, vs `bash -c true`"), 5.0, "ms"),
     ("idle RSS of the process tree", ("tui", "idle RSS of the tree with a worker, after 1 turn"), 20.0, "MB"),
     ("release binary", ("build", "release binary (target/release/kestrel)"), 15.0, "MB"),
     ("turn overhead, CPU per round trip", ("exec (chat)", "per round trip: CPU"), 2.0, "ms"),

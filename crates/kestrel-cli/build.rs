@@ -43,6 +43,13 @@ fn main() {
              hot-symbols.txt names v0 symbols, so the code layout will not apply"
         );
     }
+    // code-layout.sh resolves the keys with nm; its own messages are not shown by cargo.
+    if !Command::new("nm").arg("--version").output().is_ok_and(|out| out.status.success()) {
+        println!(
+            "cargo:warning=no working `nm` (binutils) on PATH: the release binary is linked \
+             without its code layout (bench/README.md)"
+        );
+    }
     if let Ok(list) = std::fs::read_to_string(&order)
         && let Some(out_dir) = env::var_os("OUT_DIR")
     {
@@ -73,32 +80,38 @@ fn layout_keys(list: &str) -> String {
 
 /// A v0 name as a key that survives crate hashes changing: every crate disambiguator
 /// (`Cs<base-62 hash>_`, derived by cargo from the crate's version, features and
-/// dependencies) a `*`, and then every back-reference (`B<base-62 offset>_`, an offset into
-/// the name, which moves when a hash before it changes length) too. A dependency added to
-/// one crate changes the hash of that crate and of every crate above it, and so the name of
-/// every function in them, where what the function is did not change (with every crate's
-/// hash changed, 98.4% of the list was found with the first, 99.6% with both:
-/// bench/RESULTS.md, 2026-12-02). Text of an identifier that looks like either only makes
-/// the key looser, never wrong: both sides are keyed the same way (`code-layout.sh`,
-/// `bench/kbench/layout.py`'s `layout_key`).
+/// dependencies) a `*`, then every back-reference (`B<base-62 offset>_`, an offset into the
+/// name, which moves when a hash before it changes length) too, then every impl block's
+/// number (`Ms<n>_`, `Xs<n>_`: blocks are numbered in source order within a module, so one
+/// added renumbers those after it) dropped. A dependency added to one crate changes the
+/// hash of that crate and of every crate above it, and so the name of every function in
+/// them, where what the function is did not change (with every crate's hash changed, 98.4%
+/// of the list was found with crate hashes alone, 99.6% with back-references too:
+/// bench/RESULTS.md, 2026-12-02). Text of an identifier that looks like one of these only
+/// makes the key looser (a few functions share a key), never wrong: both sides are keyed
+/// the same way (`code-layout.sh`, `bench/kbench/layout.py`'s `layout_key`).
 fn layout_key(name: &str) -> String {
     let name = name.split(".llvm.").next().unwrap_or(name);
-    wildcard(&wildcard(name, "Cs", 1), "B", 0)
+    let name = replace_runs(name, "Cs", 1, "Cs*_");
+    let name = replace_runs(&name, "B", 0, "B*_");
+    let name = replace_runs(&name, "Ms", 0, "M");
+    replace_runs(&name, "Xs", 0, "X")
 }
 
-/// `name` with every `TAG<at least `least` ASCII letters or digits>_` as `TAG*_` (the regex
-/// `TAG[0-9A-Za-z]{least,}_`, leftmost first).
-fn wildcard(name: &str, tag: &str, least: usize) -> String {
+/// `name` with every `TAG<at least `least` ASCII letters or digits>_` replaced by `by` (the
+/// regex `TAG[0-9A-Za-z]{least,}_`, leftmost first, as awk's gsub and Python's re.sub).
+fn replace_runs(name: &str, tag: &str, least: usize, by: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut rest = name;
     while let Some(at) = rest.find(tag) {
         let after = &rest[at + tag.len()..];
         let run = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
-        out.push_str(&rest[..at + tag.len()]);
         if run >= least && after.as_bytes().get(run) == Some(&b'_') {
-            out.push('*');
-            rest = &after[run..];
+            out.push_str(&rest[..at]);
+            out.push_str(by);
+            rest = &after[run + 1..];
         } else {
+            out.push_str(&rest[..at + tag.len()]);
             rest = after;
         }
     }
