@@ -1210,3 +1210,48 @@ fn a_baseline_merged_into_a_reviewed_experiment_is_not_reviewed_again() {
     let reviews = of_type(&events, "reviewed").into_iter().filter(|e| e["task"] == "same").count();
     assert_eq!(reviews, 1, "{events:#?}");
 }
+
+/// Experiments whose `files` hints share a file never run at once: the second starts
+/// once the first is decided (and merged).
+#[test]
+fn experiments_sharing_a_file_run_one_after_the_other() {
+    let route = "task=plan role=planner";
+    let hinted = |id: &str, hypothesis: &str, files: &[&str]| {
+        let mut experiment = experiment(id, hypothesis);
+        experiment["files"] = json!(files);
+        experiment
+    };
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                hinted("faster", "a.txt costs less when it holds 30", &["a.txt"]),
+                hinted("notes", "the notes slow nothing down", &["notes.txt"]),
+                hinted("fastest", "a.txt costs even less at 20", &["./a.txt", "b.txt"]),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement("notes", &[("notes.txt", "more notes\n")]));
+    steps.extend(implement("fastest", &[("a.txt", "20\n")]));
+    let test = SwarmTest::new(&files(), steps, "");
+    let mut args = two_args();
+    let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
+    args[at + 1] = "3";
+    let output = test.swarm_within(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&test.run_id());
+    let at = |kind: &str, task: &str| {
+        events.iter().position(|e| e["type"] == kind && e["task"] == task).unwrap()
+    };
+    let (first, second) = if at("attempt_started", "faster") < at("attempt_started", "fastest") {
+        ("faster", "fastest")
+    } else {
+        ("fastest", "faster")
+    };
+    assert!(at("experiment_decided", first) < at("attempt_started", second), "{events:#?}");
+    // `notes` shares nothing: it started with the first.
+    assert!(at("attempt_started", "notes") < at("experiment_decided", first), "{events:#?}");
+}

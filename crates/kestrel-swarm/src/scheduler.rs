@@ -113,7 +113,7 @@ fn startable(run: &Run, graph: &SwarmGraph, active: &BTreeSet<String>) -> Vec<St
 }
 
 /// A `files` hint as a plain relative path: `./src/a.py` and `src/a.py/` are `src/a.py`.
-fn normal_path(file: &str) -> String {
+pub(crate) fn normal_path(file: &str) -> String {
     let mut path = file.trim();
     while let Some(rest) = path.strip_prefix("./") {
         path = rest;
@@ -122,7 +122,7 @@ fn normal_path(file: &str) -> String {
 }
 
 /// Two hints name the same place when equal or when one is a directory holding the other.
-fn overlaps(a: &str, b: &str) -> bool {
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
     a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
 }
 

@@ -54,15 +54,34 @@ pub async fn run_turn(
     {
         return crate::ray::run_turn(run, ray, spec, cancel).await;
     }
-    let line = spec.tag.prompt_line();
-    // A turn the record already has (a resumed run) is taken as it stands.
-    if let Some(session) = &spec.session {
-        let recorded = recorded_turn(&run.home, session, &line)?;
-        if recorded.prompted && finished(&recorded) {
-            return finish(run, &spec.tag, session, recorded);
-        }
+    if let Some(result) = already_finished(run, &spec)? {
+        return Ok(result);
     }
     let Some(_slot) = take_slot(run).await? else { return Ok(TurnResult::Stopped) };
+    run_turn_in_slot(run, spec, cancel).await
+}
+
+/// A turn the record already has (a resumed run), taken as it stands.
+fn already_finished(run: &Run, spec: &TurnSpec<'_>) -> Result<Option<TurnResult>, SwarmError> {
+    let Some(session) = &spec.session else { return Ok(None) };
+    let recorded = recorded_turn(&run.home, session, &spec.tag.prompt_line())?;
+    if recorded.prompted && finished(&recorded) {
+        return finish(run, &spec.tag, session, recorded).map(Some);
+    }
+    Ok(None)
+}
+
+/// [`run_turn`] (on this machine) for a caller that took its slot with [`take_slot`]
+/// first, so that whatever else it holds for the turn is not held while it waits for one.
+pub async fn run_turn_in_slot(
+    run: &Run,
+    spec: TurnSpec<'_>,
+    cancel: &CancellationToken,
+) -> Result<TurnResult, SwarmError> {
+    if let Some(result) = already_finished(run, &spec)? {
+        return Ok(result);
+    }
+    let line = spec.tag.prompt_line();
     if cancel.is_cancelled() {
         return Ok(TurnResult::Cancelled);
     }

@@ -9,7 +9,7 @@ use super::stats::{Verdict, compare};
 use super::{Climb, prompts};
 use crate::SwarmError;
 use crate::git::{Git, MergeOutcome};
-use crate::turn::{TurnResult, TurnSpec, run_turn};
+use crate::turn::{TurnResult, TurnSpec, run_turn_in_slot};
 use kestrel_protocol::StopReason;
 use kestrel_protocol::swarm::{
     Decision, DiffSize, MERGE_TRAILER, RunKind, SwarmEvent, SwarmRole, SwarmSessionTag, TaskSpec,
@@ -166,8 +166,8 @@ impl<'a> Experiment<'a> {
         };
         let cancel = run.task_cancel(&self.id);
         // The turn and the commit of its work: never during a measurement.
-        let _lease = self.climb.gate.read().await;
-        let turn = run_turn(run, spec, &cancel).await?;
+        let Some((_slot, _lease)) = self.climb.turn_lease().await? else { return Ok(false) };
+        let turn = run_turn_in_slot(run, spec, &cancel).await?;
         let unfinished = match turn {
             TurnResult::Stopped => return Ok(false),
             TurnResult::Cancelled => {
@@ -231,8 +231,8 @@ impl<'a> Experiment<'a> {
             .map(|s| s.session.clone());
         let spec = TurnSpec { tag, cwd: &self.path, model: &run.models.reviewer, prompt, session };
         let cancel = run.task_cancel(&self.id);
-        let _lease = self.climb.gate.read().await;
-        let result = run_turn(run, spec, &cancel).await?;
+        let Some((_slot, _lease)) = self.climb.turn_lease().await? else { return Ok(false) };
+        let result = run_turn_in_slot(run, spec, &cancel).await?;
         let (approve, findings) = match result {
             TurnResult::Stopped | TurnResult::Cancelled => return Ok(false),
             TurnResult::Failed { message, .. } => {

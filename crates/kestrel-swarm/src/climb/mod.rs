@@ -27,7 +27,7 @@ use propose::{Proposed, propose};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, RwLockReadGuard, SemaphorePermit};
 use tokio::task::JoinSet;
 
 /// `kestrel swarm climb`.
@@ -291,25 +291,38 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
                 }
             }
         }
-        let mut drivers: JoinSet<Result<(), SwarmError>> = JoinSet::new();
-        // Every driver is known before any runs (a measurement waits for their turns).
-        let pending: Vec<(String, Driving)> =
-            pending.into_iter().map(|id| (id.clone(), Driving::new(climb, &id))).collect();
-        for (id, driving) in pending {
-            let climb = Arc::clone(climb);
-            drivers.spawn(async move {
-                let _driving = driving;
-                Experiment::new(&climb, &id).drive().await
-            });
-        }
+        let mut drivers: JoinSet<(String, Result<(), SwarmError>)> = JoinSet::new();
+        // Experiments sharing a `files` hint never run at once (as tasks of a plan); one
+        // already started goes first (a turn of it may be in flight).
+        let mut waiting = pending;
+        waiting.sort_by_key(|id| run.task(id).is_none_or(|task| task.attempt == 0));
+        let mut running: Vec<(String, Vec<String>)> = Vec::new();
         let mut poll = tokio::time::interval(Duration::from_millis(500));
         let mut failure = None;
         loop {
+            // Every driver that may start now is known before any runs (a measurement
+            // waits for their turns).
+            let starting = startable(climb, &mut waiting, &mut running);
+            let starting: Vec<(String, Driving)> =
+                starting.into_iter().map(|id| (id.clone(), Driving::new(climb, &id))).collect();
+            for (id, driving) in starting {
+                let climb = Arc::clone(climb);
+                drivers.spawn(async move {
+                    let _driving = driving;
+                    let result = Experiment::new(&climb, &id).drive().await;
+                    (id, result)
+                });
+            }
             tokio::select! {
                 joined = drivers.join_next() => match joined {
                     None => break,
-                    Some(Ok(Ok(()))) => {}
-                    Some(Ok(Err(error))) => { run.halt(); failure.get_or_insert(error); }
+                    Some(Ok((id, result))) => {
+                        running.retain(|(running, _)| *running != id);
+                        if let Err(error) = result {
+                            run.halt();
+                            failure.get_or_insert(error);
+                        }
+                    }
                     Some(Err(error)) => {
                         run.halt();
                         failure.get_or_insert(SwarmError::Daemon(format!("an experiment's driver died: {error}")));
@@ -334,6 +347,39 @@ async fn climb_loop(climb: &Arc<Climb>) -> Result<Option<RunEnd>, SwarmError> {
     } else {
         RunEnd::Done
     }))
+}
+
+/// The waiting experiments that share no `files` hint with a running one (or one taken
+/// before them), moved to `running`; none once the run stops.
+fn startable(
+    climb: &Climb,
+    waiting: &mut Vec<String>,
+    running: &mut Vec<(String, Vec<String>)>,
+) -> Vec<String> {
+    if climb.run.halted.is_cancelled() || climb.run.cancel.is_cancelled() {
+        waiting.clear();
+        return Vec::new();
+    }
+    let view = climb.view();
+    let mut start = Vec::new();
+    let mut busy: Vec<String> = running.iter().flat_map(|(_, files)| files.clone()).collect();
+    waiting.retain(|id| {
+        let files: Vec<String> = view
+            .experiment(id)
+            .map(|e| e.spec.files.iter().map(|f| crate::scheduler::normal_path(f)).collect())
+            .unwrap_or_default();
+        let clash = files
+            .iter()
+            .any(|file| busy.iter().any(|other| crate::scheduler::overlaps(file, other)));
+        busy.extend(files.iter().cloned());
+        if clash {
+            return true;
+        }
+        running.push((id.clone(), files));
+        start.push(id.clone());
+        false
+    });
+    start
 }
 
 /// Ctrl+C: nothing more starts.
@@ -440,6 +486,16 @@ impl Climb {
             self.run.set_graph(&graph)?;
         }
         Ok(())
+    }
+
+    /// What a role turn holds: a slot (`max_parallel`), then the gate's read lease — in
+    /// that order, so that a turn waiting for a slot does not keep a measurement waiting.
+    /// `None`: the run stops (or the budget is used up) first.
+    pub async fn turn_lease(
+        &self,
+    ) -> Result<Option<(SemaphorePermit<'_>, RwLockReadGuard<'_, ()>)>, SwarmError> {
+        let Some(slot) = crate::turn::take_slot(&self.run).await? else { return Ok(None) };
+        Ok(Some((slot, self.gate.read().await)))
     }
 
     /// Whether a role turn of another experiment is in flight (started, not finished, by

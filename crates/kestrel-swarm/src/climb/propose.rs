@@ -8,7 +8,7 @@ use super::prompts;
 use crate::SwarmError;
 use crate::git::Git;
 use crate::plan::PLAN_TASK;
-use crate::turn::{TurnResult, TurnSpec, run_turn};
+use crate::turn::{TurnResult, TurnSpec, run_turn_in_slot};
 use kestrel_protocol::swarm::{
     ExperimentSpec, MAX_TASK_ID_LEN, RunKind, SwarmEvent, SwarmExperiments, SwarmRole,
     SwarmSessionTag,
@@ -53,8 +53,10 @@ pub async fn propose(climb: &Climb, round: u32, wanted: u32) -> Result<Proposed,
         let session = run.view().planner_sessions.last().map(|s| s.session.clone());
         let spec = TurnSpec { tag, cwd: &dir, model: &run.models.planner, prompt, session };
         let result = {
-            let _lease = climb.gate.read().await;
-            run_turn(run, spec, &cancel).await?
+            let Some((_slot, _lease)) = climb.turn_lease().await? else {
+                return Ok(Proposed::Stopped);
+            };
+            run_turn_in_slot(run, spec, &cancel).await?
         };
         match result {
             TurnResult::Stopped | TurnResult::Cancelled => return Ok(Proposed::Stopped),
