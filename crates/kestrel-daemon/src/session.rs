@@ -152,7 +152,13 @@ impl LiveSession {
         if hold.is_some() {
             return;
         }
-        match SessionHold::take(home, id) {
+        let taken = match SessionHold::try_take(home, id) {
+            Ok(Some(taken)) => Ok(taken),
+            // A removal of its data runs (short): wait for it, off the runtime's threads.
+            Ok(None) => wait_blocking(|| SessionHold::take(home, id)),
+            Err(error) => Err(error),
+        };
+        match taken {
             Ok(taken) => *hold = Some(taken),
             Err(error) => log.line(format!("session {id}: cannot hold it live: {error}")),
         }
@@ -297,4 +303,14 @@ pub(crate) fn not_live(id: &str) -> RpcError {
         RpcError::RESOURCE_NOT_FOUND,
         format!("session {id} is not open in the daemon: send session/load first"),
     )
+}
+
+/// Runs `blocking` (a file lock) from code the router's tasks call: on a multi-thread
+/// runtime (the daemon's) the thread's other tasks move to another thread meanwhile.
+fn wait_blocking<T>(blocking: impl FnOnce() -> T) -> T {
+    let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
+    match flavor {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(blocking),
+        _ => blocking(),
+    }
 }

@@ -6,8 +6,10 @@
 //! exclusively for as long as it removes ([`claim`]): a held session is live, and a
 //! session being removed is not taken up by the daemon meanwhile.
 //!
-//! Lock files are removed by whoever unlocks them, so each side checks after locking
-//! that the path still names the file it locked (else it locks the new one).
+//! A removal removes the lock file before it unlocks it, so each side checks after
+//! locking that the path still names the file it locked (else it locks the new one). A
+//! hold never removes it: another hold of the same session may share the file, and a
+//! removal must still find it locked.
 
 use crate::StoreError;
 use crate::paths::{KestrelHome, ensure_dir};
@@ -15,16 +17,16 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// The daemon's hold on one session it serves; released (and its file removed) on drop.
+/// The daemon's hold on one session it serves; released on drop (the file stays: see
+/// the module's notes).
 #[derive(Debug)]
 pub struct SessionHold {
     file: File,
-    path: PathBuf,
 }
 
 impl SessionHold {
     /// Holds session `id` live, waiting while a removal of its data runs (one session's
-    /// data: short).
+    /// data: short). This blocks: async code calls [`SessionHold::try_take`] first.
     ///
     /// Fails when the lock file cannot be created or locked.
     pub fn take(home: &KestrelHome, id: &str) -> Result<Self, StoreError> {
@@ -33,7 +35,28 @@ impl SessionHold {
             let file = open(&path)?;
             file.lock_shared().map_err(|source| StoreError::io("lock", &path, source))?;
             if still_named(&file, &path) {
-                return Ok(Self { file, path });
+                return Ok(Self { file });
+            }
+        }
+    }
+
+    /// Like [`SessionHold::take`] without waiting: `None` while a removal of the
+    /// session's data runs.
+    ///
+    /// Fails when the lock file cannot be created or locked.
+    pub fn try_take(home: &KestrelHome, id: &str) -> Result<Option<Self>, StoreError> {
+        let path = hold_path(home, id);
+        loop {
+            let file = open(&path)?;
+            match file.try_lock_shared() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => return Ok(None),
+                Err(TryLockError::Error(source)) => {
+                    return Err(StoreError::io("lock", &path, source));
+                }
+            }
+            if still_named(&file, &path) {
+                return Ok(Some(Self { file }));
             }
         }
     }
@@ -41,8 +64,6 @@ impl SessionHold {
 
 impl Drop for SessionHold {
     fn drop(&mut self) {
-        // Removed while still locked: whoever opened it before sees it gone and retries.
-        let _ = std::fs::remove_file(&self.path);
         let _ = self.file.unlock();
     }
 }

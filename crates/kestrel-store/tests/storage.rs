@@ -205,3 +205,20 @@ fn checkpoint_data_of_an_unknown_session_is_kept_while_any_file_is_recent() {
     assert!(checkpoints(&home, "recent-file").exists());
     assert!(checkpoints(&home, "held").exists());
 }
+
+/// Two holds of one session (a daemon's two handles, or two daemons): releasing one
+/// leaves the session live; a removal waits for the last.
+#[test]
+fn a_session_held_twice_stays_live_until_both_holds_are_released() {
+    let (_dir, home) = home();
+    let record = session(&home, "held", at(-40 * DAY), 1_000);
+    let first = kestrel_store::SessionHold::take(&home, "held").unwrap();
+    let second = kestrel_store::SessionHold::take(&home, "held").unwrap();
+    drop(first);
+    let error = remove_sessions(&home, &["held".to_owned()]).unwrap_err();
+    assert!(matches!(error, StoreError::SessionLive { .. }), "{error}");
+    assert!(record.exists());
+    drop(second);
+    assert_eq!(remove_sessions(&home, &["held".to_owned()]).unwrap().len(), 1);
+    assert!(!record.exists());
+}
