@@ -199,11 +199,16 @@ async fn a_session_the_daemon_serves_survives_clean_up_and_rm_even_between_worke
     client.load("served", &cwd).await.expect("the daemon loads the session");
     let worker = test.wait_worker_pid("served", None);
 
-    let check = |when: &str| {
+    let check = |when: &str, idle: &str| {
+        // An old session no one serves: the clean-up must remove its data in the same
+        // run, or it did not run at all.
+        old_session(env, idle, 90);
+        let idle_data = home(env).checkpoints_dir().join(idle);
         // The clean-up runs at most hourly: make it due.
         let _ = std::fs::remove_file(home(env).checkpoints_dir().join(".cleaned"));
         let run = test.command(&["exec", "hi"]).output().unwrap();
         assert!(run.status.success(), "{when}: {}", stderr(&run));
+        assert!(!idle_data.exists(), "{when}: the clean-up did not run");
         assert!(data.join("blobs").join("big").exists(), "{when}: clean-up removed its data");
         let rm = test.command(&["sessions", "rm", "served"]).output().unwrap();
         assert_eq!(rm.status.code(), Some(1), "{when}: {}", stderr(&rm));
@@ -212,7 +217,7 @@ async fn a_session_the_daemon_serves_survives_clean_up_and_rm_even_between_worke
         assert!(message.contains("nothing was removed"), "{when}: {message}");
         assert!(listed_ids(env).contains(&"served".to_owned()), "{when}");
     };
-    check("with its worker");
+    check("with its worker", "idle-1");
 
     let daemon = test.daemon_pid().expect("the daemon runs");
     kill(daemon, libc::SIGSTOP);
@@ -222,7 +227,7 @@ async fn a_session_the_daemon_serves_survives_clean_up_and_rm_even_between_worke
     let id = SessionId::from_string("served");
     eventually("the killed worker's lock to go", || SessionRecord::open(&home(env), &id).is_ok())
         .await;
-    check("between two workers");
+    check("between two workers", "idle-2");
 
     kill(daemon, libc::SIGCONT);
     let restarted = test.wait_worker_pid("served", Some(worker));
