@@ -745,3 +745,41 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// In auto, a patch touching a file inside the workspace and one outside that an
+/// `allow_write` rule covers runs, granted exactly the outside file; a guarded file
+/// inside (`.git`) still asks.
+#[test]
+fn auto_allows_a_patch_inside_and_under_allow_write_outside_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let workspace = dir.path().canonicalize().unwrap();
+    let allowed = outside.path().canonicalize().unwrap();
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    let policy = PermissionPolicy::new(
+        workspace.clone(),
+        SandboxStatus::Available { description: "test sandbox".into() },
+        AllowList::from_config(&[], std::slice::from_ref(&allowed)),
+    );
+    let patch = |inside: &str| {
+        let text = format!(
+            "*** Begin Patch\n*** Add File: {inside}\n+x\n*** Add File: {}\n+y\n*** End Patch\n",
+            allowed.join("out.txt").display()
+        );
+        json!({ "patch": text }).to_string()
+    };
+    let arguments = patch("src/in.txt");
+    assert_eq!(
+        policy.assess(Mode::Auto, "apply_patch", &arguments, false),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
+    assert_eq!(
+        policy.granted_writes(Mode::Auto, "apply_patch", &arguments),
+        [allowed.join("out.txt")]
+    );
+    let guarded = patch(".git/config");
+    assert!(matches!(
+        policy.assess(Mode::Auto, "apply_patch", &guarded, false),
+        Assessment::Ask { .. }
+    ));
+}

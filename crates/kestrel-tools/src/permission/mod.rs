@@ -335,13 +335,13 @@ impl PermissionPolicy {
     }
 
     /// Whether a call of a file tool in auto writes outside the workspace with every
-    /// path covered by `allow_write` (then it may, as an allowed write does in ask).
+    /// path outside covered by `allow_write` (then it may, as an allowed write does in
+    /// ask; the paths inside are judged as any write inside).
     fn auto_outside_covered(&self, tool: &str, arguments: &Value) -> bool {
         let paths = written_paths(tool, arguments, &self.cwd);
         let lexical = written_names(tool, arguments).iter().all(|name| analysis::lexical(name));
-        !paths.iter().all(|path| self.inside(path))
-            && lexical
-            && paths.iter().all(|path| self.write_covered(path))
+        let outside: Vec<&PathBuf> = paths.iter().filter(|path| !self.inside(path)).collect();
+        !outside.is_empty() && lexical && outside.iter().all(|path| self.write_covered(path))
     }
 
     /// The files outside the workspace a call of a file tool in `mode` may write once
@@ -372,12 +372,9 @@ impl PermissionPolicy {
     }
 
     fn assess_guarded_write(&self, tool: &str, arguments: &Value) -> Assessment {
-        let paths = written_paths(tool, arguments, &self.cwd);
         // Outside the workspace the tools refuse, unless `allow_write` covers every path
-        // (see `granted_writes`).
-        if self.auto_outside_covered(tool, arguments) {
-            return Assessment::Allow { run_as: Mode::Auto };
-        }
+        // there (see `granted_writes`); inside, what is guarded asks, covered or not.
+        let paths = written_paths(tool, arguments, &self.cwd);
         let guarded: Vec<(PathBuf, &str)> = paths
             .into_iter()
             .filter(|path| !self.write_covered(path))
