@@ -518,7 +518,7 @@ fn spawn_with(test: &SwarmTest, args: &[&str], env: &[(&str, &Path)]) -> swarm_s
 fn wait_until(what: &str, check: impl Fn() -> bool) {
     let start = std::time::Instant::now();
     while !check() {
-        assert!(start.elapsed() < swarm_support::WAIT, "timed out waiting for {what}");
+        assert!(start.elapsed() < swarm_support::wait(), "timed out waiting for {what}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

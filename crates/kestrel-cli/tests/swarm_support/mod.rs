@@ -19,8 +19,18 @@ pub const IMPLEMENTER: &str = "impl";
 pub const REVIEWER: &str = "review";
 pub const PLANNER: &str = "plan";
 
-/// The bound on any wait in these tests.
+/// The bound on any wait in these tests, unscaled (see [`wait`]).
 pub const WAIT: Duration = Duration::from_secs(120);
+
+/// The bound on any wait: [`WAIT`] times `KESTREL_TEST_WAIT_SCALE` when set (a number, for
+/// a loaded machine).
+pub fn wait() -> Duration {
+    let scale = std::env::var("KESTREL_TEST_WAIT_SCALE").ok().and_then(|s| s.parse::<f64>().ok());
+    match scale {
+        Some(scale) if scale.is_finite() && scale > 0.0 => WAIT.mul_f64(scale),
+        _ => WAIT,
+    }
+}
 
 pub struct SwarmTest {
     pub home: tempfile::TempDir,
@@ -129,7 +139,7 @@ impl SwarmTest {
     /// Waits (bounded) until the run's events hold one matching `check`.
     pub fn wait_for_event(&self, what: &str, check: impl Fn(&Value) -> bool) {
         let start = Instant::now();
-        while start.elapsed() < WAIT {
+        while start.elapsed() < wait() {
             let runs = self.home.path().join("swarm");
             if let Ok(entries) = std::fs::read_dir(&runs) {
                 for entry in entries.flatten() {
@@ -311,12 +321,12 @@ impl SwarmTest {
         Background { child: Some(child), out, err }
     }
 
-    /// `kestrel swarm ARGS` to its end, waiting at most [`WAIT`] (it is killed then).
+    /// `kestrel swarm ARGS` to its end, waiting at most [`wait`] (it is killed then).
     pub fn swarm_within(&self, args: &[&str]) -> Output {
         self.spawn_swarm(args).wait()
     }
 
-    /// `command` to its end, waiting at most [`WAIT`] (it is killed then).
+    /// `command` to its end, waiting at most [`wait`] (it is killed then).
     pub fn output_within(&self, command: Command) -> Output {
         self.spawn(command).wait()
     }
@@ -336,7 +346,7 @@ impl SwarmTest {
             if check(&status) {
                 return status;
             }
-            assert!(start.elapsed() < WAIT, "timed out waiting for {what}: {status:#}");
+            assert!(start.elapsed() < wait(), "timed out waiting for {what}: {status:#}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -385,10 +395,10 @@ impl Background {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
             }
-            if start.elapsed() > WAIT {
+            if start.elapsed() > wait() {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("kestrel swarm did not exit in {WAIT:?}: {}", self.stderr_now());
+                panic!("kestrel swarm did not exit in {:?}: {}", wait(), self.stderr_now());
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -456,7 +466,7 @@ impl SwarmTest {
             if let Some(reason) = ended {
                 return reason;
             }
-            assert!(start.elapsed() < WAIT, "the turn of session {session} never ended");
+            assert!(start.elapsed() < wait(), "the turn of session {session} never ended");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
