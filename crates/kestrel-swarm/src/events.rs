@@ -3,8 +3,9 @@
 //! not hold), then kept in memory for the state fold, then handed to the [`Console`].
 
 use crate::SwarmError;
+use kestrel_protocol::swarm::short_commit as short;
 use kestrel_protocol::swarm::{
-    RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView, median, spread,
+    RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView, median, number, spread,
 };
 use kestrel_store::SwarmRunDir;
 use std::sync::Arc;
@@ -174,17 +175,6 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
                 .unwrap_or_default()
         ),
     })
-}
-
-/// A measured number as people read it: up to 4 decimals, no trailing zeros.
-pub fn number(value: f64) -> String {
-    let text = format!("{value:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text.is_empty() || text == "-" { "0".to_string() } else { text.to_string() }
-}
-
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
 }
 
 #[cfg(test)]

@@ -137,6 +137,46 @@ pub struct DiffSize {
     pub deletions: u32,
 }
 
+/// The keep rule's numbers (docs/swarm.md, "The rule"), shared by the rule itself and
+/// the texts that describe it. The rank test's one-sided level over all the looks:
+pub const KEEP_ALPHA: f64 = 0.01;
+/// How many times K runs a side may be taken: K, 2K, ... up to this many K.
+pub const MAX_LOOKS: u32 = 4;
+/// How many standard errors of a difference of medians an improvement must reach.
+pub const MIN_STANDARD_ERRORS: f64 = 4.0;
+/// An undecided look whose rank test gives p up to this (improvement side) measures more.
+pub const PROMISING: f64 = 0.25;
+/// The fewest runs a side per look (the noise needs two).
+pub const MIN_RUNS: u32 = 2;
+
+/// The rule in a sentence, with `runs` a side per look.
+pub fn keep_rule(runs: u32) -> String {
+    format!(
+        "{runs} runs a side per look, interleaved with the baseline's, up to {MAX_LOOKS} looks. \
+         An experiment is kept when a one-sided Mann–Whitney U test gives p ≤ {} ({KEEP_ALPHA} \
+         split over the looks) and its median beats the baseline's by at least \
+         {MIN_STANDARD_ERRORS} standard errors; a promising one is measured again",
+        KEEP_ALPHA / f64::from(MAX_LOOKS)
+    )
+}
+
+/// A measured number as people read it: up to 4 decimals, no trailing zeros.
+pub fn number(value: f64) -> String {
+    let text = format!("{value:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" { "0".to_string() } else { text.to_string() }
+}
+
+/// A commit as shown: its first 10 characters.
+pub fn short_commit(commit: &str) -> &str {
+    commit.get(..10).unwrap_or(commit)
+}
+
+/// The first non-empty line of `text`, trimmed.
+pub fn first_line(text: &str) -> &str {
+    text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("")
+}
+
 /// The median of `values` (0 for none).
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

@@ -10,7 +10,9 @@ mod tools;
 
 pub use climb::{
     BaselinePoint, ClimbSettings, ClimbView, Decision, DiffSize, Direction, EXPERIMENTS_TOOL,
-    ExperimentResult, ExperimentSpec, ExperimentView, RunKind, SwarmExperiments, median, spread,
+    ExperimentResult, ExperimentSpec, ExperimentView, KEEP_ALPHA, MAX_LOOKS, MIN_RUNS,
+    MIN_STANDARD_ERRORS, PROMISING, RunKind, SwarmExperiments, first_line, keep_rule, median,
+    number, short_commit, spread,
 };
 pub use event::{
     FailedStage, MERGE_TRAILER, RunEnd, SwarmEntry, SwarmEvent, SwarmRole, SwarmSessionTag,

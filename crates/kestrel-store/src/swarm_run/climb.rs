@@ -6,7 +6,9 @@
 use super::SwarmRunDir;
 use crate::StoreError;
 use crate::paths;
-use kestrel_protocol::swarm::{BaselinePoint, ClimbView, DiffSize, median, spread};
+use kestrel_protocol::swarm::{
+    BaselinePoint, ClimbView, DiffSize, first_line, median, number, short_commit, spread,
+};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -116,15 +118,8 @@ impl SwarmRunDir {
         } else {
             climb.checks.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
         };
-        let _ = writeln!(
-            text,
-            "Checks: {checks}. {} runs a side per look, interleaved with the baseline's, up \
-             to 4 looks. An experiment is kept when a one-sided Mann–Whitney U test gives \
-             p ≤ 0.0025 (0.01 split over the looks) and its median beats the baseline's by at \
-             least 4 standard errors; a promising one is measured again (docs/swarm.md, \
-             \"climb\").\n",
-            climb.runs
-        );
+        let rule = kestrel_protocol::swarm::keep_rule(climb.runs);
+        let _ = writeln!(text, "Checks: {checks}. {rule} (docs/swarm.md, \"climb\").\n");
         text.push_str("## The baseline\n\n![the baseline over time](climb.svg)\n\n");
         text.push_str(&baseline_table(&climb));
         if let Some(failure) = &climb.baseline_failure {
@@ -140,7 +135,7 @@ impl SwarmRunDir {
                 experiment.id,
                 experiment.decision.as_deref().unwrap_or("not decided"),
                 experiment.reason.as_deref().unwrap_or("being built or measured"),
-                one_line(&experiment.hypothesis)
+                first_line(&experiment.hypothesis)
             );
         }
         let md = self.path().join("climb.md");
@@ -168,7 +163,7 @@ pub fn baseline_table(climb: &ClimbStatus) -> String {
             text,
             "| {} | `{}` | {} | {} | ±{} | {change} |",
             index + 1,
-            short(&point.commit),
+            short_commit(&point.commit),
             point.after.as_deref().map_or("start".to_string(), |id| format!("`{id}`")),
             number(point.median),
             number(point.spread)
@@ -195,7 +190,7 @@ pub fn experiment_table(climb: &ClimbStatus) -> String {
             text,
             "| `{}` | {} | {diff} | {} | {} | {} | {} | ${:.4} |",
             experiment.id,
-            one_line(&experiment.hypothesis).replace('|', "\\|"),
+            first_line(&experiment.hypothesis).replace('|', "\\|"),
             side(experiment.baseline_median, experiment.baseline_spread),
             side(experiment.median, experiment.spread),
             experiment.p_value.map_or("-".to_string(), |p| format!("{p:.4}")),
@@ -267,20 +262,6 @@ pub fn plot(climb: &ClimbStatus) -> String {
     }
     svg.push_str("</svg>\n");
     svg
-}
-
-fn number(value: f64) -> String {
-    let text = format!("{value:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text.is_empty() || text == "-" { "0".to_string() } else { text.to_string() }
-}
-
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
-}
-
-fn one_line(text: &str) -> String {
-    text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("").to_string()
 }
 
 fn escape(text: &str) -> String {

@@ -11,6 +11,7 @@ use crate::SwarmError;
 use crate::git::{Git, MergeOutcome};
 use crate::turn::{TurnResult, TurnSpec, run_turn_in_slot};
 use kestrel_protocol::StopReason;
+use kestrel_protocol::swarm::short_commit as short;
 use kestrel_protocol::swarm::{
     Decision, DiffSize, MERGE_TRAILER, RunKind, SwarmEvent, SwarmRole, SwarmSessionTag, TaskSpec,
     TaskState, TaskView, task_branch,
@@ -572,13 +573,9 @@ pub fn experiment_task(
 }
 
 fn one_line(text: &str) -> String {
-    let line = text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
+    let line = kestrel_protocol::swarm::first_line(text);
     if line.chars().count() > 100 {
         return line.chars().take(100).collect::<String>() + "…";
     }
     line.to_string()
-}
-
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
 }

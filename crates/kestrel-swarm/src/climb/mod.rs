@@ -72,10 +72,11 @@ pub async fn climb(request: ClimbRequest) -> Result<i32, SwarmError> {
             "--metric is empty: give a command that prints a number".into(),
         ));
     }
-    if request.runs < 2 || !stats::can_decide(request.runs) {
+    if !stats::can_decide(request.runs) {
         return Err(SwarmError::Usage(format!(
-            "--runs {} is too few: the noise needs at least 2 runs a side (default 7)",
-            request.runs
+            "--runs {} is too few: the noise needs at least {} runs a side (default 7)",
+            request.runs,
+            stats::MIN_RUNS
         )));
     }
     if request.experiments == 0 {
@@ -218,8 +219,8 @@ pub(crate) async fn go_on(
         console.note(&format!(
             "{kept} of {} experiment(s) kept; the baseline went from {} to {}; report: {}",
             view.experiments.len(),
-            crate::events::number(first.median),
-            crate::events::number(last.median),
+            kestrel_protocol::swarm::number(first.median),
+            kestrel_protocol::swarm::number(last.median),
             run.logs_dir().with_file_name("climb.md").display()
         ));
     }

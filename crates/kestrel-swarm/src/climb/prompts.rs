@@ -2,8 +2,7 @@
 //! experiment's result so far) and an experiment's implementer's. Each starts with the
 //! role's prompt line, like every swarm prompt.
 
-use crate::events::number;
-use kestrel_protocol::swarm::{ClimbView, ExperimentSpec, SwarmSessionTag};
+use kestrel_protocol::swarm::{ClimbView, ExperimentSpec, SwarmSessionTag, number, short_commit};
 use std::fmt::Write as _;
 
 /// The planner's prompt for a round: propose at most `wanted` experiments.
@@ -50,7 +49,7 @@ pub fn planner(
         let _ = writeln!(
             text,
             "- {}{after}: median {} (±{})",
-            point.commit.get(..10).unwrap_or(&point.commit),
+            short_commit(&point.commit),
             number(point.median),
             number(point.spread)
         );

@@ -12,14 +12,9 @@
 
 use kestrel_protocol::swarm::{Direction, median};
 
-/// The rank test's one-sided significance level over all the looks.
-pub const ALPHA: f64 = 0.01;
-/// How many times K runs a side may be taken: K, 2K, ... up to this many K.
-pub const MAX_LOOKS: u32 = 4;
-/// How many standard errors of a difference of medians the improvement must reach.
-pub const MIN_STANDARD_ERRORS: f64 = 4.0;
-/// An undecided look whose rank test gives p up to this (improvement side) measures more.
-pub const PROMISING: f64 = 0.25;
+pub use kestrel_protocol::swarm::{
+    KEEP_ALPHA as ALPHA, MAX_LOOKS, MIN_RUNS, MIN_STANDARD_ERRORS, PROMISING,
+};
 /// A median's standard error is about this many times the mean's (normal noise).
 const MEDIAN_EFFICIENCY: f64 = 1.2533;
 
@@ -48,14 +43,15 @@ pub fn alpha_per_look() -> f64 {
     ALPHA / f64::from(MAX_LOOKS)
 }
 
-/// Whether the rule can keep anything with `runs` a side per look: the rank test's
-/// smallest p-value over all the looks' runs must reach the per-look level.
+/// Whether the rule can keep anything with `runs` a side per look: at least
+/// [`MIN_RUNS`], and the rank test's smallest p-value over all the looks' runs must reach
+/// the per-look level.
 pub fn can_decide(runs: u32) -> bool {
     // The smallest p only falls with more runs: 64 a side answer for any more.
     let n = runs.saturating_mul(MAX_LOOKS).min(64) as usize;
     let low: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let high: Vec<f64> = (0..n).map(|i| (n + i) as f64).collect();
-    runs >= 1 && rank_p_less(&low, &high) <= alpha_per_look()
+    runs >= MIN_RUNS && rank_p_less(&low, &high) <= alpha_per_look()
 }
 
 /// Compares `experiment` with `baseline` (runs interleaved with it, every look so far) at
