@@ -34,6 +34,7 @@ use kestrel_store::{KestrelHome, PermissionSettings, SessionRecord};
 use kestrel_tools::ToolRegistry;
 use kestrel_tools::checkpoint::{Checkpointer, UndoError, UndoOptions, UndoReport};
 use kestrel_tools::permission::{AllowList, PermissionPolicy, SandboxStatus};
+use kestrel_tools::workspace::WorkspacePin;
 use response::{Response, Step};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -118,6 +119,9 @@ pub struct Session {
     recorded_mode: Mode,
     /// Images the budget replaced by notes in this turn: the user is told at its end.
     images_dropped_in_turn: usize,
+    /// The workspace directory as the session found it: the file tools write beneath
+    /// its path only while it names that directory.
+    workspace_pin: Option<WorkspacePin>,
 }
 
 impl Session {
@@ -144,6 +148,7 @@ impl Session {
         let sandbox = SandboxStatus::detect(settings.network);
         let policy = PermissionPolicy::new(settings.cwd.clone(), sandbox, allowed);
         let checkpoints = Checkpointer::new(&settings.home, record.id().as_str());
+        let workspace_pin = WorkspacePin::of(&settings.workspace).ok();
         Self {
             record,
             history,
@@ -160,6 +165,7 @@ impl Session {
             subagents: None,
             gauge: ContextGauge::default(),
             images_dropped_in_turn: 0,
+            workspace_pin,
         }
     }
 

@@ -278,6 +278,7 @@ fn context(root: &Path) -> ToolContext {
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
         unconfined: false,
+        workspace_pin: None,
     }
 }
 

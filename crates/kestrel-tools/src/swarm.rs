@@ -293,6 +293,7 @@ mod tests {
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
             unconfined: false,
+            workspace_pin: None,
         }
     }
 

@@ -39,6 +39,10 @@ pub struct ToolContext {
     /// `false`, `shell` runs it in the read-only sandbox: the tool never judges the
     /// line again, since what it reads may have changed since the policy's decision.
     pub unconfined: bool,
+    /// The workspace directory the session started in: outside `yolo` the file tools
+    /// write beneath `workspace` only while it still names that directory. `None`: not
+    /// checked.
+    pub workspace_pin: Option<crate::workspace::WorkspacePin>,
 }
 
 impl ToolContext {

@@ -6,6 +6,7 @@
 mod beneath;
 
 pub(crate) use beneath::Place;
+pub use beneath::WorkspacePin;
 
 use crate::ToolContext;
 use kestrel_protocol::Mode;
@@ -71,7 +72,7 @@ pub(crate) enum WriteScope {
     Anywhere,
     /// Beneath the workspace, and outside it exactly the files granted to the call
     /// (`ToolContext::granted_writes`, resolved when they were approved).
-    Confined { workspace: PathBuf, granted: Vec<PathBuf> },
+    Confined { workspace: PathBuf, pin: Option<WorkspacePin>, granted: Vec<PathBuf> },
 }
 
 impl WriteScope {
@@ -80,6 +81,7 @@ impl WriteScope {
             Mode::Yolo => WriteScope::Anywhere,
             Mode::ReadOnly | Mode::Ask | Mode::Auto => WriteScope::Confined {
                 workspace: context.workspace.clone(),
+                pin: context.workspace_pin,
                 granted: context.granted_writes.clone(),
             },
         }
@@ -95,10 +97,12 @@ impl WriteScope {
         created: &mut Vec<PathBuf>,
     ) -> std::io::Result<Place> {
         match self.root_for(&resolve_existing(&normalize(path))) {
-            Root::Anywhere => Place::open(None, path, create, created),
-            Root::Workspace(workspace) => Place::open(Some(workspace), path, create, created),
+            Root::Anywhere => Place::open(None, None, path, create, created),
+            Root::Workspace(workspace, pin) => {
+                Place::open(Some(workspace), pin, path, create, created)
+            }
             Root::Granted { file, root } => {
-                let place = Place::open(Some(&root), path, create, created)?;
+                let place = Place::open(Some(&root), None, path, create, created)?;
                 same_as_granted(place, file)
             }
         }
@@ -112,10 +116,10 @@ impl WriteScope {
             _ => path_normal.clone(),
         };
         match self.root_for(&entry) {
-            Root::Anywhere => Place::open_entry(None, path),
-            Root::Workspace(workspace) => Place::open_entry(Some(workspace), path),
+            Root::Anywhere => Place::open_entry(None, None, path),
+            Root::Workspace(workspace, pin) => Place::open_entry(Some(workspace), pin, path),
             Root::Granted { file, root } => {
-                same_as_granted(Place::open_entry(Some(&root), path)?, file)
+                same_as_granted(Place::open_entry(Some(&root), None, path)?, file)
             }
         }
     }
@@ -123,10 +127,10 @@ impl WriteScope {
     fn root_for<'a>(&'a self, target: &Path) -> Root<'a> {
         match self {
             WriteScope::Anywhere => Root::Anywhere,
-            WriteScope::Confined { workspace, granted } => {
+            WriteScope::Confined { workspace, pin, granted } => {
                 match granted.iter().find(|file| file.as_path() == target) {
                     Some(file) => Root::Granted { file, root: existing_ancestor(file) },
-                    None => Root::Workspace(workspace),
+                    None => Root::Workspace(workspace, *pin),
                 }
             }
         }
@@ -136,7 +140,7 @@ impl WriteScope {
 /// Where [`WriteScope`] opens one path.
 enum Root<'a> {
     Anywhere,
-    Workspace(&'a Path),
+    Workspace(&'a Path, Option<WorkspacePin>),
     Granted { file: &'a Path, root: PathBuf },
 }
 
@@ -264,6 +268,7 @@ mod tests {
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
             unconfined: false,
+            workspace_pin: None,
         }
     }
 

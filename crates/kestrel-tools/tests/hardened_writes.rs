@@ -353,3 +353,32 @@ async fn a_granted_write_never_follows_a_directory_swapped_for_a_symlink_meanwhi
     assert!(swaps > 0);
     assert!(entries(victim.path()).is_empty(), "{written} writes, {swaps} swaps");
 }
+
+/// The workspace moved away and another directory made at its path (a sandboxed
+/// command may, where the workspace's parent is writable, as `/tmp`): the file tools
+/// refuse to write there rather than write into the stranger.
+#[tokio::test]
+async fn a_workspace_replaced_by_another_directory_gets_no_write() {
+    let parent = tempfile::tempdir().unwrap();
+    let workspace = parent.path().canonicalize().unwrap().join("ws");
+    fs::create_dir(&workspace).unwrap();
+    let ctx = kestrel_tools::ToolContext {
+        workspace_pin: Some(kestrel_tools::workspace::WorkspacePin::of(&workspace).unwrap()),
+        ..context(&workspace, Mode::Auto)
+    };
+    ok(&call(&ctx, "write_file", json!({"path": "a.txt", "content": "x"})).await);
+    fs::rename(&workspace, parent.path().join("moved")).unwrap();
+    fs::create_dir(&workspace).unwrap();
+    for (tool, arguments) in [
+        ("write_file", json!({"path": "b.txt", "content": "x"})),
+        (
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Add File: c.txt\n+x\n*** End Patch\n"}),
+        ),
+    ] {
+        let output = call(&ctx, tool, arguments).await;
+        assert!(output.is_error, "{tool}: {}", output.content);
+        assert!(output.content.contains("no longer the directory"), "{tool}: {}", output.content);
+    }
+    assert!(entries(&workspace).is_empty(), "{:?}", entries(&workspace));
+}

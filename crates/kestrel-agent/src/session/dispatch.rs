@@ -61,6 +61,7 @@ impl Session {
                 cancel: cancel.clone(),
                 granted_writes: Vec::new(),
                 unconfined: false,
+                workspace_pin: self.workspace_pin,
             };
             let together = self.runs_together(&calls[index].name);
             let end = if together {

@@ -20,6 +20,31 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::{normalize, resolve_existing};
 
+/// The workspace directory as it was when the session started (device and inode):
+/// the file tools write beneath its path only while the path still names it, not a
+/// directory put in its place since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspacePin {
+    device: u64,
+    inode: u64,
+}
+
+impl WorkspacePin {
+    /// The directory `workspace` names now, symlinks followed.
+    ///
+    /// Fails when it cannot be read.
+    pub fn of(workspace: &Path) -> io::Result<Self> {
+        let metadata = fs::metadata(workspace)?;
+        Ok(Self { device: metadata.dev(), inode: metadata.ino() })
+    }
+
+    /// Whether `directory` is the pinned one.
+    fn names(&self, directory: &OwnedFd) -> io::Result<bool> {
+        let metadata = File::from(directory.try_clone()?).metadata()?;
+        Ok(metadata.dev() == self.device && metadata.ino() == self.inode)
+    }
+}
+
 /// `struct open_how` of openat2(2) (libc's is `non_exhaustive`).
 #[repr(C)]
 struct OpenHow {
@@ -57,25 +82,32 @@ impl Place {
     /// path "resolves outside the workspace". With `create`, missing parent directories
     /// are made (each one inside the already-confined parent) and pushed to `created`.
     /// A symlink as the last component is followed once here, so replacing the file
-    /// writes where the link pointed at the time of the check.
+    /// writes where the link pointed at the time of the check. With `pin`, the
+    /// workspace must still be the directory pinned (see [`WorkspacePin`]).
     pub(crate) fn open(
         workspace: Option<&Path>,
+        pin: Option<WorkspacePin>,
         path: &Path,
         create: bool,
         created: &mut Vec<PathBuf>,
     ) -> io::Result<Self> {
-        Self::open_resolved(workspace, path, resolve_existing(&normalize(path)), create, created)
+        let target = resolve_existing(&normalize(path));
+        Self::open_resolved(workspace, pin, path, target, create, created)
     }
 
     /// Like [`Place::open`] without creating anything and without following a symlink
     /// as the last component: for removing the entry itself.
-    pub(crate) fn open_entry(workspace: Option<&Path>, path: &Path) -> io::Result<Self> {
+    pub(crate) fn open_entry(
+        workspace: Option<&Path>,
+        pin: Option<WorkspacePin>,
+        path: &Path,
+    ) -> io::Result<Self> {
         let path_normal = normalize(path);
         let target = match (path_normal.parent(), path_normal.file_name()) {
             (Some(parent), Some(name)) => resolve_existing(parent).join(name),
             _ => path_normal.clone(),
         };
-        Self::open_resolved(workspace, path, target, false, &mut Vec::new())
+        Self::open_resolved(workspace, pin, path, target, false, &mut Vec::new())
     }
 
     /// Opens the directory holding `path` (absolute) refusing every symlink on the way
@@ -177,6 +209,7 @@ impl Place {
 
     fn open_resolved(
         workspace: Option<&Path>,
+        pin: Option<WorkspacePin>,
         path: &Path,
         target: PathBuf,
         create: bool,
@@ -197,6 +230,18 @@ impl Place {
                     return Err(outside(path, &target, &root_path));
                 };
                 let root = open_resolved_directory(&root_path)?;
+                if let Some(pin) = pin
+                    && !pin.names(&root)?
+                {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "the workspace {} is no longer the directory the session started \
+                             in (it was moved or replaced)",
+                            root_path.display()
+                        ),
+                    ));
+                }
                 let directory = open_beneath(&root, &root_path, relative, create, created)
                     .map_err(|error| explain(error, path, &root_path))?;
                 refuse_unseen_guarded(&directory, path, &root_path)?;
@@ -762,11 +807,12 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
         let mut created = Vec::new();
-        let error = Place::open(Some(dir.path()), &dir.path().join("link/f"), true, &mut created)
-            .unwrap_err();
+        let error =
+            Place::open(Some(dir.path()), None, &dir.path().join("link/f"), true, &mut created)
+                .unwrap_err();
         assert!(error.to_string().contains("resolves outside the workspace"), "{error}");
         let place =
-            Place::open(Some(dir.path()), &dir.path().join("new/deep/f"), true, &mut created)
+            Place::open(Some(dir.path()), None, &dir.path().join("new/deep/f"), true, &mut created)
                 .unwrap();
         place.replace(b"x", None).unwrap();
         assert_eq!(fs::read(dir.path().join("new/deep/f")).unwrap(), b"x");

@@ -18,6 +18,7 @@ pub fn context(root: &Path, mode: Mode) -> ToolContext {
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
         unconfined: false,
+        workspace_pin: None,
     }
 }
 
