@@ -1255,3 +1255,40 @@ fn experiments_sharing_a_file_run_one_after_the_other() {
     // `notes` shares nothing: it started with the first.
     assert!(at("attempt_started", "notes") < at("experiment_decided", first), "{events:#?}");
 }
+
+/// With one turn at a time, turns waiting for the slot do not hold the gate: the first
+/// experiment built is measured before the last one's turn starts (it waited for every
+/// turn when they held the gate while queued).
+#[test]
+fn turns_queued_for_a_slot_do_not_hold_a_measurement_up() {
+    let route = "task=plan role=planner";
+    let mut steps = vec![
+        Step::tool_call(
+            "swarm_experiments",
+            json!({"experiments": [
+                experiment("faster", "a.txt costs less when it holds 30"),
+                experiment("notes", "the notes slow nothing down"),
+                experiment("slower", "b.txt at 50 looks simpler"),
+            ]}),
+        )
+        .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ];
+    steps.extend(implement("faster", &[("a.txt", "30\n")]));
+    steps.extend(implement("notes", &[("notes.txt", "more notes\n")]));
+    steps.extend(implement("slower", &[("b.txt", "50\n")]));
+    let test = SwarmTest::new(&files(), steps, "");
+    let mut args = two_args();
+    let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
+    args[at + 1] = "3";
+    args.extend(["--max-parallel", "1"]);
+    let output = test.swarm_within(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = test.events(&test.run_id());
+    let measured = events.iter().position(|e| e["type"] == "experiment_measured").unwrap();
+    let last_turn = events
+        .iter()
+        .rposition(|e| e["type"] == "turn_started" && e["role"] == "implementer")
+        .unwrap();
+    assert!(measured < last_turn, "{events:#?}");
+}
