@@ -528,9 +528,7 @@ impl<'a> Experiment<'a> {
         self.climb.write_report();
         Ok(())
     }
-}
 
-impl Experiment<'_> {
     /// A kept experiment that conflicts with the integration branch: decided again as
     /// `build_failed`, its measurement kept in the record.
     fn unmergeable(&self, files: &[String]) -> Result<(), SwarmError> {
