@@ -758,6 +758,13 @@ fn a_measurement_killed_between_looks_goes_on_from_the_looks_recorded() {
 /// falls inside it, across both processes.
 #[test]
 fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
+    // `slow`'s implementer runs a command that holds its turn while a file exists: the
+    // turn is in flight at the interrupt and when the resume starts, whatever the timing.
+    let dir = tempfile::tempdir().unwrap();
+    let hold = dir.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let when = "task=slow role=implementer";
+    let held = format!("while [ -e '{}' ]; do sleep 0.05; done", hold.display());
     let route = "task=plan role=planner";
     let mut steps = vec![
         Step::tool_call(
@@ -771,14 +778,19 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
         Step::text("proposed").when(Some(PLANNER), Some(route)),
     ];
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
-    steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 700));
+    steps.extend([
+        Step::tool_call("shell", json!({"command": held}))
+            .when(Some(swarm_support::IMPLEMENTER), Some(when)),
+        Step::tool_call("write_file", json!({"path": "notes.txt", "content": "slow\n"}))
+            .when(Some(swarm_support::IMPLEMENTER), Some(when)),
+        Step::text("done").when(Some(swarm_support::IMPLEMENTER), Some(when)),
+    ]);
     let mut files = files();
     files[0] = (
         "metric.sh",
         "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
     );
     let test = SwarmTest::new(&files, steps, "");
-    let dir = tempfile::tempdir().unwrap();
     let stamps = dir.path().join("stamps");
     let mut args = climb_args();
     let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
@@ -800,6 +812,8 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
     assert!(of_type(&test.events(&run), "turn_finished").iter().all(|e| e["task"] != "slow"));
 
     let resumed = spawn_with(&test, &["resume", &run], &[("CLIMB_STAMPS", stamps.as_path())]);
+    test.wait_for_event("the resume", |e| e["type"] == "run_resumed");
+    std::fs::remove_file(&hold).unwrap();
     let output = resumed.wait();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let events = test.events(&run);
