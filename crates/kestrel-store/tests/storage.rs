@@ -222,3 +222,22 @@ fn a_session_held_twice_stays_live_until_both_holds_are_released() {
     assert_eq!(remove_sessions(&home, &["held".to_owned()]).unwrap().len(), 1);
     assert!(!record.exists());
 }
+
+/// While a removal holds a session's lock file (taken exclusively, as `claim` does),
+/// `try_take` answers at once that it cannot hold it, so async code never blocks on
+/// it; once the removal is done, it holds the session.
+#[test]
+fn try_take_does_not_wait_for_a_removal() {
+    let (_dir, home) = home();
+    session(&home, "busy", at(-40 * DAY), 1_000);
+    let path = home.run_dir().join("live").join("busy");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let removal = std::fs::File::create(&path).unwrap();
+    removal.lock().unwrap();
+    assert!(kestrel_store::SessionHold::try_take(&home, "busy").unwrap().is_none());
+    removal.unlock().unwrap();
+    let hold = kestrel_store::SessionHold::try_take(&home, "busy").unwrap();
+    assert!(hold.is_some());
+    let error = remove_sessions(&home, &["busy".to_owned()]).unwrap_err();
+    assert!(matches!(error, StoreError::SessionLive { .. }), "{error}");
+}
