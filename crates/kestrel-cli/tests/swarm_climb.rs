@@ -538,9 +538,18 @@ fn metric_runs(log: &Path) -> usize {
 #[test]
 fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
     // The metric holds while a file exists (its sleep's pid written down); the planner's
-    // first answer streams slowly.
-    let mut steps = one_experiment("faster");
-    steps[0] = steps[0].clone().with_fault(kestrel_testkit::Fault::SlowChunks { delay_ms: 300 });
+    // turn first reads a FIFO (a read-only command), which holds it until the test writes.
+    let dir = tempfile::tempdir().unwrap();
+    let (hold, pid) = (dir.path().join("hold"), dir.path().join("pid"));
+    let fifo = dir.path().join("planning");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let held = format!("cat '{}'", fifo.display());
+    let mut steps = vec![
+        Step::tool_call("shell", json!({"command": held}))
+            .when(Some(PLANNER), Some("task=plan role=planner")),
+    ];
+    steps.extend(one_experiment("faster"));
     let mut files = files();
     files[0] = (
         "metric.sh",
@@ -548,8 +557,6 @@ fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
     );
     let test = SwarmTest::new(&files, steps, "");
-    let dir = tempfile::tempdir().unwrap();
-    let (hold, pid) = (dir.path().join("hold"), dir.path().join("pid"));
     std::fs::write(&hold, "").unwrap();
     let env = [("CLIMB_HOLD", hold.as_path()), ("CLIMB_PID", pid.as_path())];
 
@@ -580,9 +587,22 @@ fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
     assert_eq!(of_type(&events, "baseline_measured").len(), 1);
     assert!(of_type(&events, "experiments_proposed").is_empty(), "{events:#?}");
 
+    // The planner's command reads (its turn goes on in the daemon): released now.
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).custom_flags(libc::O_NONBLOCK).open(&fifo).ok()
+    };
+    wait_until("the planner's command to read", || open().is_some());
+    let mut writer = open().unwrap();
+    std::io::Write::write_all(&mut writer, b"planning-released\n").unwrap();
+    drop(writer);
     let output = test.swarm_within(&["resume", &run]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(decisions(&test.events(&run)), [("faster".to_string(), "kept".to_string())]);
+    let planner = test.requests_for(PLANNER);
+    let ran = planner[1].to_string().contains("planning-released");
+    assert!(ran, "the command ran: {}", planner[1]);
 }
 
 /// A kill between a kept experiment's merge and its `merged` event: the resume finds the
