@@ -6,6 +6,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+pub mod climb;
 pub mod ray;
 
 use kestrel_testkit::{Script, ScriptedServer, ScriptedToolCall, ServerOptions, Step};
