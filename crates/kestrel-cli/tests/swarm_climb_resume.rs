@@ -278,7 +278,9 @@ fn slow_then_faster() -> Vec<Step> {
 
 /// Killed between `faster`'s keep and its merge while `slow` waits to be measured: the
 /// resume merges `faster` and measures its baseline before `slow` is measured, so `slow`
-/// is measured against the baseline it would be merged onto.
+/// is measured against the baseline it would be merged onto. On resume `faster` would
+/// yield the gate to any other running experiment (`climb-keep-late`): only merging it
+/// before any driver starts keeps `slow` off the old baseline.
 #[test]
 fn a_keep_left_unmerged_is_merged_before_anything_else_is_measured() {
     let test = SwarmTest::new(&files(), slow_then_faster(), "");
@@ -291,7 +293,9 @@ fn a_keep_left_unmerged_is_merged_before_anything_else_is_measured() {
     assert_eq!(decisions(&events), [("faster".to_string(), "kept".to_string())], "{events:#?}");
     assert!(of_type(&events, "committed").iter().any(|e| e["task"] == "slow"), "{events:#?}");
 
-    let output = test.swarm_within(&["resume", &run]);
+    let mut command = test.command(&["swarm", "resume", &run]);
+    command.env("KESTREL_SWARM_FAILPOINT", "climb-keep-late:faster");
+    let output = test.output_within(command);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let events = test.events(&run);
     assert_eq!(

@@ -62,6 +62,7 @@ impl<'a> Experiment<'a> {
                             self.id
                         )));
                     };
+                    self.keep_late().await;
                     let _exclusive = self.exclusive().await;
                     if self.cancelled()? {
                         return Ok(());
@@ -472,6 +473,27 @@ impl<'a> Experiment<'a> {
             self.id,
             run.id
         )))
+    }
+
+    /// The `climb-keep-late` failpoint: a kept experiment left unmerged lets every other
+    /// running experiment be decided first (a test shows the climb merges it before any
+    /// other is driven, so nothing is measured against the baseline it replaces).
+    async fn keep_late(&self) {
+        if !crate::failpoint::is_set_for("climb-keep-late", &self.id) {
+            return;
+        }
+        let run = &self.climb.run;
+        loop {
+            let driving = self.climb.driving.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let view = self.climb.view();
+            let undecided = driving.iter().filter(|id| **id != self.id).any(|id| {
+                view.experiment(id).is_some_and(|experiment| experiment.result.is_none())
+            });
+            if !undecided || run.halted.is_cancelled() || run.cancel.is_cancelled() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     /// The gate alone, once no role turn of the run is in flight: a turn a killed
