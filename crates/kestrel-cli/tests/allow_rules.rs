@@ -186,3 +186,27 @@ fn an_allow_rule_does_not_lift_the_sandbox_for_a_compound_command() {
         .collect();
     assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
 }
+
+/// A sed script whose label is followed by another command (GNU sed ends a label at a
+/// blank) is not read-only: with a rule covering the rest of the line, the line still
+/// runs in the sandbox and sed's `e` cannot write outside the workspace.
+#[test]
+fn a_sed_command_after_a_label_keeps_the_line_in_the_sandbox() {
+    let out = outside();
+    let o = out.path().display().to_string();
+    let lines = [
+        format!("touch a.txt; echo a | sed -n ':x e touch {o}/colon'"),
+        format!("touch a.txt; echo a | sed -n 'tx e touch {o}/t'"),
+    ];
+    let env = TestEnv::new(Wire::Chat, script(lines.iter().map(|line| shell(line)).collect()));
+    add_config(&env, "[permissions]\nallow = [\"touch a.txt\"]");
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert_eq!(results.len(), lines.len(), "{results:?}");
+    let written: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
+}

@@ -692,12 +692,25 @@ fn sed_script(script: &str) -> Verdict {
         match command {
             ';' | '\n' | '{' | '}' | 'p' | 'P' | 'd' | 'D' | 'q' | 'Q' | 'n' | 'N' | 'g' | 'G'
             | 'h' | 'H' | 'x' | 'l' | '=' | 'z' | 'F' => {}
-            'b' | 't' | 'T' | ':' | 'a' | 'i' | 'c' | 'r' | 'R' => {
-                // A label or text to the end of the line (or script).
-                while i < chars.len()
-                    && chars[i] != '\n'
-                    && !(matches!(command, 'b' | 't' | 'T' | ':') && chars[i] == ';')
-                {
+            'b' | 't' | 'T' | ':' => {
+                // GNU sed ends a label at a blank and reads what follows as a new command,
+                // so only blanks may follow it before the command ends.
+                while i < chars.len() && matches!(chars[i], ' ' | '\t') {
+                    i += 1;
+                }
+                while i < chars.len() && !matches!(chars[i], ' ' | '\t' | ';' | '\n' | '}') {
+                    i += 1;
+                }
+                while i < chars.len() && matches!(chars[i], ' ' | '\t') {
+                    i += 1;
+                }
+                if i < chars.len() && !matches!(chars[i], ';' | '\n' | '}') {
+                    return unknown();
+                }
+            }
+            'a' | 'i' | 'c' | 'r' | 'R' => {
+                // Text or a file name to the end of the line (or script).
+                while i < chars.len() && chars[i] != '\n' {
                     i += 1;
                 }
             }
