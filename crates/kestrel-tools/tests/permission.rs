@@ -610,7 +610,7 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "git commit -m x",
         "git commit -m x && cat README && cd sub",
         "git commit -m x; git commit --amend --no-edit",
-        "git init -q sub",
+        "git init -q",
         "timeout 60 git commit -m x",
         "bash -c 'git commit -m x'",
         "git commit -m x 2>/dev/null",
@@ -695,19 +695,17 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
 /// sandboxed under the rule for the subcommand.
 #[test]
 fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
-    let subcommands =
-        ["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"];
-    let rules: Vec<String> = subcommands.iter().map(|name| format!("git {name}")).collect();
-    let covered = PermissionPolicy::new(
-        PathBuf::from("/w"),
-        SandboxStatus::Available { description: "x".into() },
-        AllowList::from_config(&rules, &[]),
-    );
-    let bare = PermissionPolicy::new(
-        PathBuf::from("/w"),
-        SandboxStatus::Available { description: "x".into() },
-        AllowList::from_config(&[], &[]),
-    );
+    let covered = git_subcommand_rules(&[
+        "rebase",
+        "submodule",
+        "bisect",
+        "push",
+        "fetch",
+        "difftool",
+        "config",
+        "clone",
+        "init",
+    ]);
     for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
         assert_eq!(
             assess_shell(&covered, Mode::Auto, plain),
@@ -715,8 +713,7 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
             "{plain}"
         );
     }
-    let mut failures = Vec::new();
-    for line in [
+    let lines = [
         "git rebase -x 'touch /outside/f' HEAD~1",
         "git rebase --exec='touch /outside/f' HEAD~1",
         "git rebase -ix 'touch /outside/f' HEAD~1",
@@ -739,11 +736,30 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
         "git config core.fsmonitor 'touch /outside/f'",
         "git config alias.st '!touch /outside/f'",
         "git -c core.fsmonitor='touch /outside/f' push",
-    ] {
-        if assess_shell(&covered, Mode::Auto, line) != (Assessment::Allow { run_as: Mode::Auto }) {
+    ];
+    assert_not_covered(&covered, &lines);
+}
+
+/// A policy with a rule `git NAME` for each of `subcommands`.
+fn git_subcommand_rules(subcommands: &[&str]) -> PermissionPolicy {
+    let rules: Vec<String> = subcommands.iter().map(|name| format!("git {name}")).collect();
+    PermissionPolicy::new(
+        PathBuf::from("/w"),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&rules, &[]),
+    )
+}
+
+/// Each of `lines` runs sandboxed in auto and is asked in ask under `covered`, and
+/// without rules only "allow once" is offered for it.
+fn assert_not_covered(covered: &PermissionPolicy, lines: &[&str]) {
+    let bare = git_subcommand_rules(&[]);
+    let mut failures = Vec::new();
+    for &line in lines {
+        if assess_shell(covered, Mode::Auto, line) != (Assessment::Allow { run_as: Mode::Auto }) {
             failures.push(format!("auto lifts the sandbox for {line:?}"));
         }
-        match assess_shell(&covered, Mode::Ask, line) {
+        match assess_shell(covered, Mode::Ask, line) {
             Assessment::Ask { .. } => {}
             other => failures.push(format!("ask: {line:?}: {other:?}")),
         }
@@ -753,6 +769,65 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Nor does it cover arguments that write where they say or pick a merge strategy by
+/// name (`git-merge-NAME` from PATH).
+#[test]
+fn a_git_subcommand_rule_does_not_cover_arguments_that_write_elsewhere() {
+    let covered = git_subcommand_rules(&[
+        "log",
+        "show",
+        "diff",
+        "format-patch",
+        "archive",
+        "bundle",
+        "apply",
+        "worktree",
+        "clone",
+        "init",
+        "merge",
+        "rebase",
+        "pull",
+    ]);
+    for plain in
+        ["git apply patch.diff", "git format-patch -1", "git clone ../other", "git merge main"]
+    {
+        assert_eq!(
+            assess_shell(&covered, Mode::Auto, plain),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{plain}"
+        );
+    }
+    assert_not_covered(
+        &covered,
+        &[
+            "git log -1 --format=%s --output=/outside/x",
+            "git log -1 --output=.git/config",
+            "git log --outp=/outside/x",
+            "git log \"$OPTION\"",
+            "git show --output=/outside/x",
+            "git diff --output /outside/x",
+            "git format-patch -o /outside HEAD~1",
+            "git format-patch -1o/outside",
+            "git format-patch --output-directory=/outside HEAD~1",
+            "git archive -o /outside/x.tar HEAD",
+            "git archive --output=/outside/x.tar HEAD",
+            "git bundle create /outside/x.bundle HEAD",
+            "git apply --directory=../.. patch.diff",
+            "git apply --unsafe-paths patch.diff",
+            "git worktree add /outside/wt",
+            "git clone ../other /outside/copy",
+            "git clone --separate-git-dir=/outside/g ../other",
+            "git init /outside/repo",
+            "git init -q sub",
+            "git init --separate-git-dir=/outside/g",
+            "git merge -s evil main",
+            "git merge --strategy=evil main",
+            "git rebase -s evil main",
+            "git pull -s evil origin",
+        ],
+    );
 }
 
 /// In auto, a patch touching a file inside the workspace and one outside that an

@@ -546,7 +546,7 @@ fn prefix(words: &[Word]) -> Option<String> {
     let program = name.text.rsplit('/').next().unwrap_or(&name.text);
     if MULTI_COMMAND.contains(&program) {
         let first = rest.first().filter(|word| subcommand(word))?;
-        if program == "git" && git_runs_named_programs(rest) {
+        if program == "git" && git_beyond_a_subcommand_rule(rest) {
             // Only "allow once": a rule for the subcommand would cover other programs.
             return None;
         }
@@ -569,12 +569,12 @@ fn prefix(words: &[Word]) -> Option<String> {
     Some(words_text(words))
 }
 
-/// [`git::runs_named_programs`] for the words after `git`.
-fn git_runs_named_programs(words: &[Word]) -> bool {
+/// [`git::beyond_a_subcommand_rule`] for the words after `git`.
+fn git_beyond_a_subcommand_rule(words: &[Word]) -> bool {
     let complete = words.iter().all(|word| word.literal);
     let args: Vec<&str> =
         words.iter().take_while(|word| word.literal).map(|word| word.text.as_str()).collect();
-    git::runs_named_programs(&args, complete)
+    git::beyond_a_subcommand_rule(&args, complete)
 }
 
 fn words_text(words: &[Word]) -> String {
@@ -586,8 +586,8 @@ fn words_text(words: &[Word]) -> String {
 /// (`cargo test`, `npm run build`) covers that subcommand with any further arguments;
 /// any other rule covers exactly the command it names (`touch once.txt` does not cover
 /// `touch once.txt /elsewhere`). A git subcommand's rule never covers arguments that
-/// run programs (`git rebase -x CMD`, `git submodule foreach CMD`: see
-/// [`git::runs_named_programs`]).
+/// run programs or write where they say (`git rebase -x CMD`, `git log --output=F`: see
+/// [`git::beyond_a_subcommand_rule`]).
 pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bool {
     let parts: Vec<&str> = rule.split_whitespace().collect();
     // `LC_ALL=C cargo test`: the assignments, then the tool.
@@ -609,7 +609,7 @@ pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bo
     if by_prefix {
         let after = leading.get(assigned + 1..).unwrap_or_default();
         let words: Vec<&str> = after.iter().map(String::as_str).collect();
-        starts && !(program == "git" && git::runs_named_programs(&words, complete))
+        starts && !(program == "git" && git::beyond_a_subcommand_rule(&words, complete))
     } else {
         starts && complete && leading.len() == parts.len()
     }

@@ -586,42 +586,95 @@ const RUNNING_OPTIONS: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
+/// Options of git subcommands that write a file where they say (`--output=PATH`,
+/// `format-patch -o DIR`...) or pick a program by name (`merge -s NAME` runs
+/// `git-merge-NAME` from PATH): a rule for the subcommand does not cover them either.
+/// Matched as [`RUNNING_OPTIONS`].
+const WRITING_OPTIONS: &[(&str, &[&str], &str)] = &[
+    ("log", &["--output"], ""),
+    ("show", &["--output"], ""),
+    ("diff", &["--output"], ""),
+    ("whatchanged", &["--output"], ""),
+    ("diff-tree", &["--output"], ""),
+    ("diff-index", &["--output"], ""),
+    ("diff-files", &["--output"], ""),
+    ("range-diff", &["--output"], ""),
+    ("format-patch", &["--output", "--output-directory"], "o"),
+    ("archive", &["--output"], "o"),
+    ("apply", &["--directory", "--unsafe-paths"], ""),
+    ("am", &["--directory"], ""),
+    ("checkout-index", &["--prefix"], ""),
+    ("init", &["--separate-git-dir"], ""),
+    ("clone", &["--separate-git-dir"], ""),
+    ("merge", &["--strategy"], "s"),
+    ("rebase", &["--strategy"], "s"),
+    ("pull", &["--strategy"], "s"),
+    ("cherry-pick", &["--strategy"], ""),
+    ("revert", &["--strategy"], ""),
+    ("fast-export", &["--export-marks"], ""),
+    ("fast-import", &["--export-marks"], ""),
+];
+
 /// Subcommands whose words name a program to run (`submodule foreach CMD`,
-/// `bisect run CMD`).
-const RUNNING_WORDS: &[(&str, &str)] = &[("submodule", "foreach"), ("bisect", "run")];
+/// `bisect run CMD`) or a path to write (`bundle create PATH`, `worktree add PATH`).
+const RUNNING_WORDS: &[(&str, &[&str])] = &[
+    ("submodule", &["foreach"]),
+    ("bisect", &["run"]),
+    ("bundle", &["create"]),
+    ("worktree", &["add", "move"]),
+];
 
 /// Subcommands that can make git run anything later, whatever their arguments
 /// (`config core.fsmonitor CMD`, `filter-branch --tree-filter CMD`).
 const RUNS_ANYTHING: [&str; 3] = ["config", "filter-branch", "alias"];
 
-/// Whether `git ARGS` (the subcommand first) may run a program its arguments name or
-/// make git run one later, so that no rule for the subcommand alone may cover it.
-/// `complete`: the arguments are all known (a computed one could be any option).
-pub(crate) fn runs_named_programs(args: &[&str], complete: bool) -> bool {
+/// Subcommands that create a repository at a path their operands name (`clone URL DIR`,
+/// `init DIR`): with more operands than the one `clone` needs, not covered.
+const CREATES_AT: &[(&str, usize)] = &[("clone", 1), ("init", 0)];
+
+/// Whether `git ARGS` (the subcommand first) may run a program its arguments name, make
+/// git run one later, or write where its arguments say, so that no rule for the
+/// subcommand alone may cover it. `complete`: the arguments are all known (a computed
+/// one could be any option).
+pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     let Some((subcommand, rest)) = args.split_first() else { return false };
     if RUNS_ANYTHING.contains(subcommand) {
         return true;
     }
-    let options = RUNNING_OPTIONS.iter().find(|(name, ..)| name == subcommand);
+    let options: Vec<_> = RUNNING_OPTIONS
+        .iter()
+        .chain(WRITING_OPTIONS)
+        .filter(|(name, ..)| name == subcommand)
+        .collect();
     let words = RUNNING_WORDS.iter().find(|(name, _)| name == subcommand);
-    if (options.is_some() || words.is_some()) && !complete {
+    let creates = CREATES_AT.iter().find(|(name, _)| name == subcommand);
+    if (!options.is_empty() || words.is_some() || creates.is_some()) && !complete {
         return true;
     }
-    if let Some((_, word)) = words
-        && rest.iter().take_while(|arg| **arg != "--").any(|arg| arg == word)
+    let before_dashes = || rest.iter().take_while(|arg| **arg != "--");
+    if let Some((_, named)) = words
+        && before_dashes().any(|arg| named.contains(arg))
     {
         return true;
     }
-    let Some((_, long, short)) = options else { return false };
-    rest.iter().take_while(|arg| **arg != "--").any(|arg| {
-        if let Some(name) = arg.strip_prefix("--") {
-            let name = name.split_once('=').map_or(name, |(name, _)| name);
-            // git takes an unambiguous abbreviation (`--exe`) too.
-            long.iter().any(|option| !name.is_empty() && option[2..].starts_with(name))
-        } else if let Some(bundle) = arg.strip_prefix('-') {
-            bundle.chars().any(|letter| short.contains(letter))
-        } else {
-            false
-        }
+    // Counting every word that is not an option (an option's value too) errs on the
+    // side of not covering.
+    if let Some((_, needed)) = creates
+        && rest.iter().filter(|arg| **arg != "--" && !arg.starts_with('-')).count() > *needed
+    {
+        return true;
+    }
+    before_dashes().any(|arg| {
+        options.iter().any(|(_, long, short)| {
+            if let Some(name) = arg.strip_prefix("--") {
+                let name = name.split_once('=').map_or(name, |(name, _)| name);
+                // git takes an unambiguous abbreviation (`--exe`) too.
+                long.iter().any(|option| !name.is_empty() && option[2..].starts_with(name))
+            } else if let Some(bundle) = arg.strip_prefix('-') {
+                bundle.chars().any(|letter| short.contains(letter))
+            } else {
+                false
+            }
+        })
     })
 }
