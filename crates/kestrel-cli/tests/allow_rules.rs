@@ -210,3 +210,43 @@ fn a_sed_command_after_a_label_keeps_the_line_in_the_sandbox() {
         .collect();
     assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
 }
+
+/// A git rule lets out of the sandbox only the workspace's own repository, the one it
+/// had when the session started: a repository the model makes in the sandbox (with a
+/// hook of its own) gets none of it, nor does the workspace's when it had none at start.
+#[test]
+fn a_git_rule_does_not_cover_a_repository_the_model_made() {
+    let out = outside();
+    let o = out.path().display().to_string();
+    let hook = |dir: &str, name: &str| {
+        let hooks = format!("{dir}/.git/hooks/pre-commit");
+        format!(
+            "git init -q {dir} && git -C {dir} config user.name T && git -C {dir} config \
+             user.email t@example.org && printf '#!/bin/sh\\ntouch {o}/{name}\\n' > {hooks} \
+             && chmod +x {hooks}"
+        )
+    };
+    let commit = |dir: &str| format!("cd {dir} && git commit -q --allow-empty -m x");
+    // A workspace with a repository: a new one beneath it.
+    let env =
+        TestEnv::new(Wire::Chat, script(vec![shell(&hook("sub", "sub")), shell(&commit("sub"))]));
+    let work = env.work_path();
+    git(&work, &["init", "-q"]);
+    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results.len() == 2 && !results[0].1, "{results:?}");
+    // A workspace without one at start: the model's own becomes the workspace's.
+    let env = TestEnv::new(Wire::Chat, script(vec![shell(&hook(".", "top")), shell(&commit("."))]));
+    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results.len() == 2 && !results[0].1, "{results:?}");
+    let written: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(written.is_empty(), "a hook ran outside the sandbox: {written:?}\n{results:?}");
+}

@@ -1,6 +1,8 @@
 //! The permission policy through its public API: the shell parser, what counts as
 //! read-only, and each mode's decision (allow, ask with its "always" rules, deny).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::command::{RedirectKind, parse};
 use kestrel_tools::permission::{
@@ -601,8 +603,9 @@ fn auto_asks_before_file_tools_write_git_metadata_or_project_config() {
 fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
     let allowed =
         AllowList::from_config(&["git commit".into(), "git init".into(), "git clone".into()], &[]);
+    let work = repository();
     let policy = PermissionPolicy::new(
-        PathBuf::from("/w"),
+        work.path().to_path_buf(),
         SandboxStatus::Available { description: "x".into() },
         allowed,
     );
@@ -695,17 +698,11 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
 /// sandboxed under the rule for the subcommand.
 #[test]
 fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
-    let covered = git_subcommand_rules(&[
-        "rebase",
-        "submodule",
-        "bisect",
-        "push",
-        "fetch",
-        "difftool",
-        "config",
-        "clone",
-        "init",
-    ]);
+    let work = repository();
+    let covered = git_subcommand_rules(
+        work.path(),
+        &["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"],
+    );
     for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
         assert_eq!(
             assess_shell(&covered, Mode::Auto, plain),
@@ -740,11 +737,24 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
     assert_not_covered(&covered, &lines);
 }
 
-/// A policy with a rule `git NAME` for each of `subcommands`.
-fn git_subcommand_rules(subcommands: &[&str]) -> PermissionPolicy {
+/// A fresh git repository in a temporary directory: git rules cover only commands in
+/// the workspace's own repository.
+fn repository() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(work.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    work
+}
+
+/// A policy for the repository `work` with a rule `git NAME` for each of `subcommands`.
+fn git_subcommand_rules(work: &Path, subcommands: &[&str]) -> PermissionPolicy {
     let rules: Vec<String> = subcommands.iter().map(|name| format!("git {name}")).collect();
     PermissionPolicy::new(
-        PathBuf::from("/w"),
+        work.to_path_buf(),
         SandboxStatus::Available { description: "x".into() },
         AllowList::from_config(&rules, &[]),
     )
@@ -753,7 +763,7 @@ fn git_subcommand_rules(subcommands: &[&str]) -> PermissionPolicy {
 /// Each of `lines` runs sandboxed in auto and is asked in ask under `covered`, and
 /// without rules only "allow once" is offered for it.
 fn assert_not_covered(covered: &PermissionPolicy, lines: &[&str]) {
-    let bare = git_subcommand_rules(&[]);
+    let bare = git_subcommand_rules(Path::new("/w"), &[]);
     let mut failures = Vec::new();
     for &line in lines {
         if assess_shell(covered, Mode::Auto, line) != (Assessment::Allow { run_as: Mode::Auto }) {
@@ -775,21 +785,25 @@ fn assert_not_covered(covered: &PermissionPolicy, lines: &[&str]) {
 /// name (`git-merge-NAME` from PATH).
 #[test]
 fn a_git_subcommand_rule_does_not_cover_arguments_that_write_elsewhere() {
-    let covered = git_subcommand_rules(&[
-        "log",
-        "show",
-        "diff",
-        "format-patch",
-        "archive",
-        "bundle",
-        "apply",
-        "worktree",
-        "clone",
-        "init",
-        "merge",
-        "rebase",
-        "pull",
-    ]);
+    let work = repository();
+    let covered = git_subcommand_rules(
+        work.path(),
+        &[
+            "log",
+            "show",
+            "diff",
+            "format-patch",
+            "archive",
+            "bundle",
+            "apply",
+            "worktree",
+            "clone",
+            "init",
+            "merge",
+            "rebase",
+            "pull",
+        ],
+    );
     for plain in
         ["git apply patch.diff", "git format-patch -1", "git clone ../other", "git merge main"]
     {
@@ -866,4 +880,53 @@ fn auto_allows_a_patch_inside_and_under_allow_write_outside_together() {
         policy.assess(Mode::Auto, "apply_patch", &guarded, false),
         Assessment::Ask { .. }
     ));
+}
+
+/// A git rule lets out of the sandbox only git commands that use the workspace's own
+/// repository, pinned when the policy was made (the session started), and only while it
+/// sets nothing that runs programs: not one made later beneath it (or reached through a
+/// symlink), not one made where there was none, not from a place not known.
+#[test]
+fn a_git_rule_covers_only_the_workspace_repository_pinned_at_start() {
+    let covered = |policy: &PermissionPolicy, line: &str| {
+        let auto = assess_shell(policy, Mode::Auto, line);
+        let ask = assess_shell(policy, Mode::Ask, line);
+        match (auto, ask) {
+            (Assessment::Allow { run_as: Mode::Ask }, Assessment::Allow { .. }) => true,
+            (Assessment::Allow { run_as: Mode::Auto }, Assessment::Ask { .. }) => false,
+            other => panic!("{line}: {other:?}"),
+        }
+    };
+    let git = |dir: &Path, args: &[&str]| {
+        let status =
+            std::process::Command::new("git").args(args).current_dir(dir).status().unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["commit"]);
+    assert!(covered(&policy, "git commit -m x"));
+    assert!(covered(&policy, "cd . && git commit -m x"));
+    std::fs::create_dir(work.path().join("plain")).unwrap();
+    assert!(covered(&policy, "cd plain && git commit -m x"));
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    git(&work.path().join("sub"), &["init", "-q"]);
+    std::os::unix::fs::symlink("sub", work.path().join("link")).unwrap();
+    for line in [
+        "cd sub && git commit -m x",
+        "cd link && git commit -m x",
+        "cd missing && git commit -m x",
+        "cd \"$X\" && git commit -m x",
+        "export GIT_DIR=sub/.git; git commit -m x",
+    ] {
+        assert!(!covered(&policy, line), "{line}");
+    }
+    // The workspace's own config making git run a program.
+    git(work.path(), &["config", "core.fsmonitor", "touch /outside/f"]);
+    assert!(!covered(&policy, "git commit -m x"));
+
+    // No repository when the session started: one made later is the model's.
+    let empty = tempfile::tempdir().unwrap();
+    let policy = git_subcommand_rules(empty.path(), &["commit"]);
+    git(empty.path(), &["init", "-q"]);
+    assert!(!covered(&policy, "git commit -m x"));
 }

@@ -41,6 +41,10 @@ pub enum Concern {
         /// The rule that would allow it ("cargo test"), when its first words are literal.
         prefix: Option<String>,
         reason: String,
+        /// For a `git` command: the directories it may run in (after its `-C`s), empty
+        /// when not known (after `cd $X`, with `GIT_*` set on it or earlier, with
+        /// `--git-dir`...). `None` for any other command.
+        git_dirs: Option<Vec<PathBuf>>,
     },
     /// A redirection that writes a file.
     Write {
@@ -375,7 +379,8 @@ fn judge_command(
             complete = false;
         }
         let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
-        let concern = Concern::Command { text: shown, leading, complete, prefix, reason };
+        let git_dirs = git_dirs(command, words, location);
+        let concern = Concern::Command { text: shown, leading, complete, prefix, reason, git_dirs };
         if judged_on_files {
             analysis.judged_on_files.push(concern);
         } else {
@@ -384,6 +389,20 @@ fn judge_command(
     }
     location.note_variables(command, words);
     location.follow(words);
+}
+
+/// For a `git` command, the directories it may run in: see [`Concern::Command`].
+fn git_dirs(command: &SimpleCommand, words: &[Word], location: &Location) -> Option<Vec<PathBuf>> {
+    let name = words.first().filter(|word| word.literal)?;
+    if name.text.rsplit('/').next() != Some("git") {
+        return None;
+    }
+    let git_set =
+        location.git_env || command.assignments.iter().any(|(name, _)| name.starts_with("GIT_"));
+    let Some(places) = location.places().filter(|_| !git_set) else { return Some(Vec::new()) };
+    let args: Vec<&str> =
+        words[1..].iter().take_while(|word| word.literal).map(|word| word.text.as_str()).collect();
+    Some(git::run_dirs(&args, places))
 }
 
 /// `timeout 10 cmd ...` and `nice -n 5 cmd ...` are judged as `cmd ...`.

@@ -410,6 +410,41 @@ const READING: [&str; 23] = [
     "range-diff",
 ];
 
+/// Global options (before the subcommand) that change nothing and run nothing.
+const HARMLESS_GLOBAL: [&str; 8] = [
+    "--no-pager",
+    "-P",
+    "--no-optional-locks",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-replace-objects",
+];
+
+/// The directories `git ARGS` runs in when started in one of `places`: each moved by its
+/// `-C` options. Empty when that is not known: a `-C` through a name and `..`, or any
+/// other global option (`--git-dir`, `--work-tree`, `-c`...) that may choose another
+/// repository or config.
+pub(crate) fn run_dirs(args: &[&str], places: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = places.to_vec();
+    let mut rest = args;
+    loop {
+        match rest {
+            ["-C", dir, more @ ..] if super::analysis::lexical(dir) => {
+                dirs = dirs
+                    .iter()
+                    .map(|place| crate::workspace::normalize(&place.join(dir)))
+                    .collect();
+                rest = more;
+            }
+            [arg, more @ ..] if HARMLESS_GLOBAL.contains(arg) => rest = more,
+            [arg, ..] if arg.starts_with('-') => return Vec::new(),
+            _ => return dirs,
+        }
+    }
+}
+
 /// `Ok(())` when `git ARGS` run in any of `places` only reads.
 pub(crate) fn judge(args: &[&str], places: Places) -> Verdict {
     let mut rest = args;
@@ -426,16 +461,7 @@ pub(crate) fn judge(args: &[&str], places: Places) -> Verdict {
                 directories.push(rest[1].to_string());
                 rest = &rest[2..];
             }
-            Some(
-                &("--no-pager"
-                | "-P"
-                | "--no-optional-locks"
-                | "--literal-pathspecs"
-                | "--glob-pathspecs"
-                | "--noglob-pathspecs"
-                | "--icase-pathspecs"
-                | "--no-replace-objects"),
-            ) => rest = &rest[1..],
+            Some(arg) if HARMLESS_GLOBAL.contains(arg) => rest = &rest[1..],
             Some(arg) if arg.starts_with('-') => {
                 return Err(format!("`git {arg}` can make git run other programs"));
             }

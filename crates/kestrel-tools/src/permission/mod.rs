@@ -75,6 +75,9 @@ pub struct PermissionPolicy {
     cwd: PathBuf,
     sandbox: SandboxStatus,
     allowed: AllowList,
+    /// The repository of the workspace when the session started: the only one whose
+    /// git commands a rule lets out of the sandbox.
+    repository: Option<repository::RepositoryPin>,
 }
 
 /// The names of MCP tools start with this (`mcp__<server>__<tool>`).
@@ -84,8 +87,10 @@ const MCP_PREFIX: &str = "mcp__";
 const FILE_TOOLS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
 
 impl PermissionPolicy {
+    /// Call it when the session starts: it pins the repository of `cwd` as it is now.
     pub fn new(cwd: PathBuf, sandbox: SandboxStatus, allowed: AllowList) -> Self {
-        Self { cwd, sandbox, allowed }
+        let repository = repository::RepositoryPin::of(&cwd);
+        Self { cwd, sandbox, allowed, repository }
     }
 
     /// The rules in force (from config and "allow always" answers).
@@ -229,14 +234,29 @@ impl PermissionPolicy {
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
         parts.into_iter().all(|concern| match concern {
-            Concern::Command { leading, complete, .. } => {
+            Concern::Command { leading, complete, git_dirs, .. } => {
                 self.allowed.allows_command(leading, *complete)
+                    && git_dirs.as_ref().is_none_or(|dirs| self.own_repository(dirs))
             }
             Concern::Write { path: Some(path), .. } => self.write_covered(path),
             Concern::Write { path: None, .. }
             | Concern::Opens { .. }
             | Concern::Unparsed { .. } => false,
         })
+    }
+
+    /// Whether a git command running in each of `dirs` uses the workspace's repository,
+    /// the one pinned when the session started, and that repository sets nothing that
+    /// makes reading commands run programs. A repository the model made (`git init sub`
+    /// in the sandbox, then `cd sub && git commit`) has hooks and config of its making:
+    /// its git commands stay in the sandbox whatever the rules.
+    fn own_repository(&self, dirs: &[PathBuf]) -> bool {
+        let Some(pin) = self.repository else { return false };
+        !dirs.is_empty()
+            && dirs.iter().all(|dir| {
+                repository::RepositoryPin::of(dir) == Some(pin)
+                    && dir.canonicalize().is_ok_and(|real| repository::risk(&real).is_none())
+            })
     }
 
     /// Whether a rule covers writing `path`. Judged where the write lands (symlinks

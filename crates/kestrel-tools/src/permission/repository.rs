@@ -46,6 +46,27 @@ pub(crate) fn risk(dir: &Path) -> Option<String> {
     risk_at(dir, 0)
 }
 
+/// The repository git finds from a directory, by the device and inode of its git
+/// directory: the workspace's, pinned when the session starts, is the only one a git
+/// rule lets out of the sandbox (one the model makes, `git init sub`, is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RepositoryPin {
+    device: u64,
+    inode: u64,
+}
+
+impl RepositoryPin {
+    /// The repository git would use from `dir` (symlinks resolved, as git's own working
+    /// directory is), `None` when there is none or it cannot be told.
+    pub(crate) fn of(dir: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let real = dir.canonicalize().ok()?;
+        let found = find(&real).ok()??;
+        let metadata = std::fs::metadata(&found.git_dir).ok()?;
+        Some(Self { device: metadata.dev(), inode: metadata.ino() })
+    }
+}
+
 /// A repository as git finds it.
 struct Found {
     git_dir: PathBuf,
