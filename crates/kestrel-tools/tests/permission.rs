@@ -693,6 +693,46 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// A read-only git part that runs before every part that is not read-only (a plain list,
+/// it first) reads the repository as judged: it needs no rule of its own. After such a
+/// part, or beside it in a pipeline or in the background, it does.
+#[test]
+fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
+    let work = repository();
+    let policy = PermissionPolicy::new(
+        work.path().to_path_buf(),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&["touch a.txt".into()], &[]),
+    );
+    for line in ["git status --short && touch a.txt", "git status; git log -1; touch a.txt"] {
+        assert_eq!(assess_shell(&policy, Mode::Ask, line), Assessment::Allow { run_as: Mode::Ask });
+        assert_eq!(
+            assess_shell(&policy, Mode::Auto, line),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{line}"
+        );
+    }
+    for line in [
+        "touch a.txt && git status --short",
+        "git status --short | touch a.txt",
+        "git status --short & touch a.txt",
+        "git status \"$(touch a.txt)\"",
+        "git status `touch a.txt`",
+    ] {
+        let Assessment::Ask { always, .. } = assess_shell(&policy, Mode::Ask, line) else {
+            panic!("not asked: {line}");
+        };
+        assert_eq!(
+            assess_shell(&policy, Mode::Auto, line),
+            Assessment::Allow { run_as: Mode::Auto },
+            "{line}"
+        );
+        if line.starts_with("touch") {
+            assert!(always.contains(&AllowRule::CommandPrefix("git status".into())), "{always:?}");
+        }
+    }
+}
+
 /// A rule for a git subcommand never covers the arguments that make it run another
 /// program: those calls get only "allow once" (no rule is offered), and in auto run
 /// sandboxed under the rule for the subcommand.

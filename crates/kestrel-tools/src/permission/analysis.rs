@@ -106,6 +106,7 @@ pub fn analyze(line: &str, dir: &Path) -> CommandAnalysis {
         unknown: false,
         git_env: false,
         path_changed: false,
+        in_order: in_order(line),
     };
     analyze_into(line, &mut location, 0, &mut analysis);
     analysis
@@ -123,6 +124,16 @@ struct Location {
     git_env: bool,
     /// An earlier command may have changed `PATH`: a later command name may run anything.
     path_changed: bool,
+    /// The line's commands run one after another as they appear (see [`in_order`]).
+    in_order: bool,
+}
+
+/// Whether the commands of `line` surely run one after another in the order they appear:
+/// lists (`;`, `&&`, `||`, newlines) only, nothing that runs commands at the same time
+/// or earlier than written (a pipe, `&`, a substitution). Judged on the text alone, so a
+/// `|`, `&`, `$`, backtick or `(` anywhere (quoted too, `2>&1` too) says no.
+fn in_order(line: &str) -> bool {
+    !line.replace("&&", "").replace("||", "").contains(['|', '&', '$', '`', '('])
 }
 
 /// Builtins that set, export or read into variables by the names in their arguments
@@ -343,7 +354,11 @@ fn judge_command(
         ),
         None => read_only::judge(words, location.places()),
     };
-    let judged_on_files = reason.is_none() && read_only::judged_on_files(words);
+    // A git part that runs before every part that is not read-only reads the
+    // repository as it was judged: its verdict holds.
+    let judged_on_files = reason.is_none()
+        && read_only::judged_on_files(words)
+        && !(location.in_order && analysis.concerns.is_empty());
     let reason = reason.or_else(|| {
         judged_on_files.then(|| {
             "git judged it read-only by the repository as it was before the line ran".to_string()
