@@ -712,6 +712,23 @@ fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
             "{line}"
         );
     }
+    // Harmless assignments do not stand in the way of the rule offered or of covering.
+    let Assessment::Ask { always, .. } =
+        assess_shell(&policy, Mode::Ask, "touch a.txt && LC_ALL=C git status --short")
+    else {
+        panic!("not asked");
+    };
+    assert!(always.contains(&AllowRule::CommandPrefix("git status".into())), "{always:?}");
+    let mut both = policy.clone();
+    both.remember(&always);
+    assert_eq!(
+        assess_shell(&both, Mode::Auto, "touch a.txt && LC_ALL=C git status --short"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    assert_eq!(
+        assess_shell(&both, Mode::Auto, "touch a.txt && GIT_PAGER=cat git status --short"),
+        Assessment::Allow { run_as: Mode::Auto }
+    );
     for line in [
         "touch a.txt && git status --short",
         "git status --short | touch a.txt",

@@ -393,7 +393,12 @@ fn judge_command(
             leading.clear();
             complete = false;
         }
-        let prefix = if command.assignments.is_empty() { prefix(words) } else { None };
+        // `LC_ALL=C git status`: the rule for `git status` covers it (see `matches_rule`).
+        let harmless_only = command
+            .assignments
+            .iter()
+            .all(|(name, _)| HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
+        let prefix = if harmless_only { prefix(words) } else { None };
         let git_dirs = git_dirs(command, words, location);
         let concern = Concern::Command { text: shown, leading, complete, prefix, reason, git_dirs };
         if judged_on_files {
@@ -630,6 +635,13 @@ pub(crate) fn matches_rule(leading: &[String], complete: bool, rule: &str) -> bo
         .take_while(|part| part.split_once('=').is_some_and(|(name, _)| is_name(name)))
         .count();
     let command = &parts[assigned..];
+    // A rule without assignments covers the command with harmless ones (`LC_ALL=C`).
+    let harmless = |word: &String| {
+        word.split_once('=').is_some_and(|(name, _)| HARMLESS_ASSIGNMENTS.contains(&name))
+    };
+    let skipped =
+        if assigned == 0 { leading.iter().take_while(|word| harmless(word)).count() } else { 0 };
+    let leading = &leading[skipped..];
     let Some(first) = command.first() else { return false };
     let program = first.rsplit('/').next().unwrap_or(first);
     let by_prefix = MULTI_COMMAND.contains(&program)
