@@ -101,8 +101,11 @@ impl WriteScope {
             Root::Workspace(workspace, pin) => {
                 Place::open(Some(workspace), pin, path, create, created)
             }
-            Root::Granted { file, root } => {
-                let place = Place::open(Some(&root), None, path, create, created)?;
+            Root::Granted { file } => {
+                // Pinned: a directory on the way swapped since is refused before
+                // anything is created beneath it.
+                let (root, pin) = existing_ancestor(file)?;
+                let place = Place::open(Some(&root), Some(pin), path, create, created)?;
                 same_as_granted(place, file)
             }
         }
@@ -118,8 +121,9 @@ impl WriteScope {
         match self.root_for(&entry) {
             Root::Anywhere => Place::open_entry(None, None, path),
             Root::Workspace(workspace, pin) => Place::open_entry(Some(workspace), pin, path),
-            Root::Granted { file, root } => {
-                same_as_granted(Place::open_entry(Some(&root), None, path)?, file)
+            Root::Granted { file } => {
+                let (root, pin) = existing_ancestor(file)?;
+                same_as_granted(Place::open_entry(Some(&root), Some(pin), path)?, file)
             }
         }
     }
@@ -129,7 +133,7 @@ impl WriteScope {
             WriteScope::Anywhere => Root::Anywhere,
             WriteScope::Confined { workspace, pin, granted } => {
                 match granted.iter().find(|file| file.as_path() == target) {
-                    Some(file) => Root::Granted { file, root: existing_ancestor(file) },
+                    Some(file) => Root::Granted { file },
                     None => Root::Workspace(workspace, *pin),
                 }
             }
@@ -141,7 +145,7 @@ impl WriteScope {
 enum Root<'a> {
     Anywhere,
     Workspace(&'a Path, Option<WorkspacePin>),
-    Granted { file: &'a Path, root: PathBuf },
+    Granted { file: &'a Path },
 }
 
 fn same_as_granted(place: Place, file: &Path) -> std::io::Result<Place> {
@@ -159,12 +163,25 @@ fn same_as_granted(place: Place, file: &Path) -> std::io::Result<Place> {
     }
 }
 
-/// The nearest ancestor of `file` that exists (the root at worst).
-fn existing_ancestor(file: &Path) -> PathBuf {
-    file.ancestors()
+/// The nearest ancestor of the granted `file` that exists (the root at worst), symlinks
+/// not followed. The granted file was resolved when it was judged, so every existing
+/// directory on its way was a real one: a symlink (or anything but a directory) there
+/// now was swapped in since, and is refused. With the pin of that directory as seen here.
+fn existing_ancestor(file: &Path) -> std::io::Result<(PathBuf, WorkspacePin)> {
+    let Some((dir, metadata)) = file
+        .ancestors()
         .skip(1)
-        .find(|dir| dir.is_dir())
-        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
+        .find_map(|dir| std::fs::symlink_metadata(dir).ok().map(|metadata| (dir, metadata)))
+    else {
+        return Ok((PathBuf::from("/"), WorkspacePin::of(Path::new("/"))?));
+    };
+    if !metadata.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} is no longer a directory (a symlink changed)", dir.display()),
+        ));
+    }
+    Ok((dir.to_path_buf(), WorkspacePin::of_metadata(&metadata)))
 }
 
 /// The directory a search tool starts from: `path`, or the cwd when none is given,

@@ -333,15 +333,18 @@ async fn a_granted_write_never_follows_a_directory_swapped_for_a_symlink_meanwhi
     let outside_path = outside.path().canonicalize().unwrap();
     fs::create_dir(outside_path.join("sub")).unwrap();
     let file = outside_path.join("sub/f.txt");
+    // Its directory made by the first write: none is ever made where the symlink leads.
+    let nested = outside_path.join("sub/new/f.txt");
     let ctx = kestrel_tools::ToolContext {
-        granted_writes: vec![file.clone()],
+        granted_writes: vec![file.clone(), nested.clone()],
         ..context(dir.path(), Mode::Ask)
     };
     let swapper = Swapper::start(&outside_path, victim.path().to_path_buf());
     let mut written = 0;
     for round in 0..CALLS * 2 {
         let content = format!("{round}");
-        let output = call(&ctx, "write_file", json!({"path": file, "content": content})).await;
+        let path = if round % 2 == 0 { &file } else { &nested };
+        let output = call(&ctx, "write_file", json!({"path": path, "content": content})).await;
         written += usize::from(!output.is_error);
         assert!(
             entries(victim.path()).is_empty(),

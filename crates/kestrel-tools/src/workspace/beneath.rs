@@ -38,6 +38,11 @@ impl WorkspacePin {
         Ok(Self { device: metadata.dev(), inode: metadata.ino() })
     }
 
+    /// The directory `metadata` was read from (without following a symlink).
+    pub(crate) fn of_metadata(metadata: &fs::Metadata) -> Self {
+        Self { device: metadata.dev(), inode: metadata.ino() }
+    }
+
     /// Whether `directory` is the pinned one.
     fn names(&self, directory: &OwnedFd) -> io::Result<bool> {
         let metadata = File::from(directory.try_clone()?).metadata()?;
