@@ -101,6 +101,21 @@ pub(crate) fn claim(home: &KestrelHome, id: &str) -> Result<Claim, StoreError> {
     }
 }
 
+/// Removes the lock files of sessions whose data is gone (`gone` says which), each
+/// under a claim so that a daemon taking one up meanwhile keeps its own: holds leave
+/// their files behind (see the module's notes), one per session ever served. A held one
+/// stays. Errors are ignored: the files are only locks, tried again at the next clean-up.
+pub(crate) fn remove_stale(home: &KestrelHome, gone: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(home.run_dir().join("live")) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if gone(&name) {
+            // The claim removes the file as it is dropped.
+            drop(claim(home, &name));
+        }
+    }
+}
+
 /// `run/live/<id>`.
 fn hold_path(home: &KestrelHome, id: &str) -> PathBuf {
     home.run_dir().join("live").join(id)

@@ -217,6 +217,7 @@ pub fn clean_checkpoints(
         total -= candidate.bytes;
         report.removed.push((candidate.name, candidate.bytes));
     }
+    session_hold::remove_stale(home, |id| !sessions.contains_key(id) && !dir.join(id).exists());
     Ok(report)
 }
 

@@ -241,3 +241,24 @@ fn try_take_does_not_wait_for_a_removal() {
     let error = remove_sessions(&home, &["busy".to_owned()]).unwrap_err();
     assert!(matches!(error, StoreError::SessionLive { .. }), "{error}");
 }
+
+/// The lock files a daemon's holds leave in `run/live` go with the clean-up once their
+/// session's data is gone; a held one, or one of a session that still has data, stays.
+#[test]
+fn clean_up_removes_the_lock_files_of_sessions_whose_data_is_gone() {
+    let (_dir, home) = home();
+    session(&home, "kept", at(0), 10);
+    drop(kestrel_store::SessionHold::take(&home, "kept").unwrap());
+    drop(kestrel_store::SessionHold::take(&home, "gone").unwrap());
+    let held = kestrel_store::SessionHold::take(&home, "held").unwrap();
+    let live = home.run_dir().join("live");
+    let settings = StorageSettings::default();
+    clean_checkpoints(&home, &settings, at(0)).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&live)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["held", "kept"]);
+    drop(held);
+}
