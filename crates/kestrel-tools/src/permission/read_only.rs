@@ -680,7 +680,7 @@ fn sed_script(script: &str) -> Verdict {
                 {
                     i += 1
                 }
-                '/' => match skip_delimited(&chars, i + 1, '/') {
+                '/' => match skip_regex(&chars, i + 1, '/') {
                     Some(next) => i = next,
                     None => return unknown(),
                 },
@@ -719,11 +719,16 @@ fn sed_script(script: &str) -> Verdict {
                 if delimiter == '\\' || delimiter == '\n' {
                     return unknown();
                 }
-                let Some(after_pattern) = skip_delimited(&chars, i + 1, delimiter) else {
+                let Some(after_pattern) = skip_regex(&chars, i + 1, delimiter) else {
                     return unknown();
                 };
-                let Some(after_replacement) = skip_delimited(&chars, after_pattern, delimiter)
-                else {
+                // `y` takes a second character list, `s` a replacement (where `[` is plain).
+                let rest = if command == 'y' {
+                    skip_regex(&chars, after_pattern, delimiter)
+                } else {
+                    skip_delimited(&chars, after_pattern, delimiter)
+                };
+                let Some(after_replacement) = rest else {
                     return unknown();
                 };
                 i = after_replacement;
@@ -743,6 +748,22 @@ fn sed_script(script: &str) -> Verdict {
         }
     }
     Ok(())
+}
+
+/// Like `skip_delimited`, for a regex: `None` (too complex) at an unescaped `[`,
+/// since GNU sed reads a delimiter inside `[...]` as plain text and the regex
+/// would end later than this walk thinks (`s/[/]/;p/e` hides an `e` flag).
+fn skip_regex(chars: &[char], i: usize, delimiter: char) -> Option<usize> {
+    let end = skip_delimited(chars, i, delimiter)?;
+    let mut j = i;
+    while j < end {
+        match chars[j] {
+            '\\' => j += 2,
+            '[' => return None,
+            _ => j += 1,
+        }
+    }
+    Some(end)
 }
 
 /// The index after the next unescaped `delimiter` from `start`.
