@@ -997,3 +997,45 @@ fn a_git_rule_covers_only_the_workspace_repository_pinned_at_start() {
     git(empty.path(), &["init", "-q"]);
     assert!(!covered(&policy, "git commit -m x"));
 }
+
+/// A directory with `HEAD` and a `commondir` naming a git directory elsewhere is a
+/// repository to git (which then runs that one's config), so it is not the pinned one:
+/// rules for `touch a.txt` and `git log` do not let `cd sub && git log` out of the sandbox.
+#[test]
+fn a_directory_git_takes_for_a_repository_by_its_commondir_is_not_the_pinned_one() {
+    let work = repository();
+    let outside = repository();
+    let outside_git = outside.path().canonicalize().unwrap().join(".git");
+    let run = |dir: &Path, args: &[&str]| {
+        let output =
+            std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    run(outside.path(), &["config", "gpg.program", "touch /outside/f"]);
+    let sub = work.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(sub.join("commondir"), format!("{}\n", outside_git.display())).unwrap();
+    // git itself uses the repository elsewhere from `sub`.
+    let common = run(&sub, &["rev-parse", "--git-common-dir"]);
+    assert_eq!(Path::new(common.trim()).canonicalize().unwrap(), outside_git);
+
+    let policy = PermissionPolicy::new(
+        work.path().to_path_buf(),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&["touch a.txt".into(), "git log".into()], &[]),
+    );
+    assert_eq!(
+        assess_shell(&policy, Mode::Auto, "touch a.txt && git log"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    for line in ["cd sub && git log", "touch a.txt && cd sub && git log"] {
+        assert_eq!(
+            assess_shell(&policy, Mode::Auto, line),
+            Assessment::Allow { run_as: Mode::Auto },
+            "{line}"
+        );
+        assert!(matches!(assess_shell(&policy, Mode::Ask, line), Assessment::Ask { .. }), "{line}");
+    }
+}

@@ -216,7 +216,8 @@ fn read_checked(path: &Path) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// The repository git would use from `dir`: the first `.git` (directory, or a file
-/// naming one) on the way up, or a directory that is itself a repository (a bare one).
+/// naming one) on the way up, or a directory that may itself be a repository (a bare
+/// one, a worktree's git directory): any with a `HEAD` or a `commondir`.
 fn find(dir: &Path) -> Result<Option<Found>, String> {
     for candidate in dir.ancestors() {
         let dot_git = candidate.join(".git");
@@ -232,7 +233,12 @@ fn find(dir: &Path) -> Result<Option<Found>, String> {
             let git_dir = normalize(&candidate.join(target.trim()));
             return Ok(Some(Found { git_dir, top }));
         }
-        if candidate.join("HEAD").is_file() && candidate.join("objects").is_dir() {
+        // git also takes a directory whose `commondir` names objects elsewhere, so any
+        // `HEAD` or `commondir` counts: a repository found here, never one further up.
+        if ["HEAD", "commondir"]
+            .iter()
+            .any(|name| std::fs::symlink_metadata(candidate.join(name)).is_ok())
+        {
             return Ok(Some(Found { git_dir: candidate.to_path_buf(), top: None }));
         }
     }
