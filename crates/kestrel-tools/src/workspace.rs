@@ -4,9 +4,10 @@
 //! it beneath the workspace even if the path changes in between.
 
 mod beneath;
+mod pin;
 
 pub(crate) use beneath::Place;
-pub use beneath::WorkspacePin;
+pub use pin::WorkspacePin;
 
 use crate::ToolContext;
 use kestrel_protocol::Mode;

@@ -18,37 +18,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::{normalize, resolve_existing};
-
-/// The workspace directory as it was when the session started (device and inode):
-/// the file tools write beneath its path only while the path still names it, not a
-/// directory put in its place since.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkspacePin {
-    device: u64,
-    inode: u64,
-}
-
-impl WorkspacePin {
-    /// The directory `workspace` names now, symlinks followed.
-    ///
-    /// Fails when it cannot be read.
-    pub fn of(workspace: &Path) -> io::Result<Self> {
-        let metadata = fs::metadata(workspace)?;
-        Ok(Self { device: metadata.dev(), inode: metadata.ino() })
-    }
-
-    /// The directory `metadata` was read from (without following a symlink).
-    pub(crate) fn of_metadata(metadata: &fs::Metadata) -> Self {
-        Self { device: metadata.dev(), inode: metadata.ino() }
-    }
-
-    /// Whether `directory` is the pinned one.
-    fn names(&self, directory: &OwnedFd) -> io::Result<bool> {
-        let metadata = File::from(directory.try_clone()?).metadata()?;
-        Ok(metadata.dev() == self.device && metadata.ino() == self.inode)
-    }
-}
+use super::{WorkspacePin, normalize, resolve_existing};
 
 /// `struct open_how` of openat2(2) (libc's is `non_exhaustive`).
 #[repr(C)]
@@ -127,19 +97,7 @@ impl Place {
                 format!("{} names no file", path.display()),
             ));
         };
-        let mut names = Vec::new();
-        for component in parent.components() {
-            match component {
-                Component::Normal(name) => names.push(c_name(name)?),
-                Component::RootDir => {}
-                Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{} is not a plain absolute path", path.display()),
-                    ));
-                }
-            }
-        }
+        let names = absolute_names(parent, path)?;
         let mut directory = open_directory(Path::new("/"))?;
         for index in 0..names.len() {
             directory = match walk_without_symlinks(&directory, &names[index..=index]) {
@@ -581,25 +539,10 @@ fn open_directory(path: &Path) -> io::Result<OwnedFd> {
 /// resolution (a sandboxed command's or another process's doing) fails the open
 /// instead of leading it elsewhere.
 fn open_resolved_directory(path: &Path) -> io::Result<OwnedFd> {
-    let mut names = Vec::new();
-    for component in path.components() {
-        match component {
-            Component::Normal(name) => names.push(c_name(name)?),
-            Component::RootDir => {}
-            Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{} is not a plain absolute path", path.display()),
-                ));
-            }
-        }
-    }
     if !path.is_absolute() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a plain absolute path", path.display()),
-        ));
+        return Err(not_plain(path));
     }
+    let names = absolute_names(path, path)?;
     walk_without_symlinks(&open_directory(Path::new("/"))?, &names).map_err(|error| {
         if error.raw_os_error() == Some(libc::ELOOP) {
             io::Error::new(
@@ -610,6 +553,29 @@ fn open_resolved_directory(path: &Path) -> io::Result<OwnedFd> {
             error
         }
     })
+}
+
+/// The names of `dir`'s components, for a walk from `/`; `path` (what the caller was
+/// asked for) names the error when `dir` has `.`, `..` or a prefix.
+fn absolute_names(dir: &Path, path: &Path) -> io::Result<Vec<CString>> {
+    let mut names = Vec::new();
+    for component in dir.components() {
+        match component {
+            Component::Normal(name) => names.push(c_name(name)?),
+            Component::RootDir => {}
+            Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                return Err(not_plain(path));
+            }
+        }
+    }
+    Ok(names)
+}
+
+fn not_plain(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} is not a plain absolute path", path.display()),
+    )
 }
 
 fn open_unconfined(parent: &Path, create: bool, created: &mut Vec<PathBuf>) -> io::Result<OwnedFd> {
