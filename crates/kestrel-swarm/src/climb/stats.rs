@@ -10,7 +10,7 @@
 //! runs could reach the level too (so a coarse metric that repeated itself by chance is
 //! measured more).
 
-use kestrel_protocol::swarm::{Direction, median};
+use kestrel_protocol::swarm::{Direction, median, number};
 
 pub use kestrel_protocol::swarm::{
     KEEP_ALPHA as ALPHA, MAX_LOOKS, MIN_RUNS, MIN_STANDARD_ERRORS, PROMISING,
@@ -152,7 +152,8 @@ fn describe_change(median_a: f64, median_b: f64, gain: f64) -> String {
     } else {
         format!(" ({word})")
     };
-    format!("median {} against the baseline's {}{percent}", short(median_b), short(median_a))
+    // As the look lines, climb.md and status print medians (14454, not 14454.0000).
+    format!("median {} against the baseline's {}{percent}", number(median_b), number(median_a))
 }
 
 fn short(value: f64) -> String {
@@ -243,6 +244,16 @@ fn erfc(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reason_prints_medians_as_the_report_does() {
+        let comparison = compare(Direction::Lower, &[17333.0; 9], &[17333.0; 9], &[14454.0; 9], 3);
+        assert!(
+            comparison.reason.contains("median 14454 against the baseline's 17333 (16.61% better)"),
+            "{}",
+            comparison.reason
+        );
+    }
 
     /// splitmix64: a seeded generator of our own (no rand crate).
     struct Random(u64);
