@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use swarm_support::climb::{
     METRIC, assert_only_the_improvement_merged, climb_args, config_with_roles, decisions, expected,
-    experiment, files, one_args, run_dir, script,
+    experiment, files, one_args, propose, run_dir, script,
 };
 use swarm_support::{PLANNER, SwarmTest, git, implement, of_type, review, stderr};
 
@@ -158,18 +158,10 @@ fn a_metric_that_prints_no_number_fails_the_baseline_and_merges_nothing() {
 
 #[test]
 fn with_review_a_rejected_experiment_is_never_measured() {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("faster", "a.txt costs less when it holds 30"),
-                experiment("slower", "b.txt at 50 looks simpler"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("faster", "a.txt costs less when it holds 30"),
+        experiment("slower", "b.txt at 50 looks simpler"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement("slower", &[("b.txt", "50\n")]));
     steps.extend(review("faster", 1, true, &[]));
@@ -239,15 +231,9 @@ fn a_climb_without_review_needs_no_separate_reviewer_model() {
 /// committed on its branch and kept as `logs/<id>.diff`.
 #[test]
 fn a_failed_build_keeps_its_diff() {
-    let route = "task=plan role=planner";
     let when = "task=faster role=implementer";
-    let steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [experiment("faster", "a.txt costs less when it holds 30")]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    let mut steps = propose(&[experiment("faster", "a.txt costs less when it holds 30")]);
+    steps.extend([
         Step::tool_call("write_file", json!({"path": "a.txt", "content": "30\n"}))
             .when(Some(swarm_support::IMPLEMENTER), Some(when)),
         Step::text("never")
@@ -258,7 +244,7 @@ fn a_failed_build_keeps_its_diff() {
                 times: Some(100),
             })
             .when(Some(swarm_support::IMPLEMENTER), Some(when)),
-    ];
+    ]);
     let test = SwarmTest::new(&files(), steps, "");
     let output = test.swarm_within(&one_args());
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

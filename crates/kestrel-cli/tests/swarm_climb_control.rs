@@ -10,9 +10,13 @@ use kestrel_testkit::Step;
 use serde_json::{Value, json};
 use swarm_support::climb::{
     METRIC, assert_only_the_improvement_merged, climb_args, decisions, expected, experiment, files,
-    one_args, one_experiment, script, spawn_with, two_args,
+    one_args, one_experiment, propose, script, spawn_with, two_args, with_metric,
 };
 use swarm_support::{PLANNER, SwarmTest, implement, implement_slowly, of_type, stderr};
+
+/// The metric, stamping each run's start (ms) into $CLIMB_STAMPS.
+const STAMPED_METRIC: &str =
+    "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n";
 
 fn millis(ts: &Value) -> i64 {
     serde_json::from_value::<kestrel_protocol::Timestamp>(ts.clone()).unwrap().millis
@@ -22,25 +26,13 @@ fn millis(ts: &Value) -> i64 {
 fn no_metric_run_overlaps_a_role_turn() {
     // `slow`'s implementer streams slowly while `faster` is ready to be measured: the
     // measurement waits for the turn.
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("faster", "a.txt costs less when it holds 30"),
-                experiment("slow", "the notes slow nothing down"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("faster", "a.txt costs less when it holds 30"),
+        experiment("slow", "the notes slow nothing down"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 400));
-    let mut files = files();
-    files[0] = (
-        "metric.sh",
-        "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
-    );
+    let files = with_metric(STAMPED_METRIC);
     let test = SwarmTest::new(&files, steps, "");
     let stamps = tempfile::tempdir().unwrap();
     let stamps = stamps.path().join("stamps");
@@ -147,9 +139,7 @@ fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
             .when(Some(PLANNER), Some("task=plan role=planner")),
     ];
     steps.extend(one_experiment("faster"));
-    let mut files = files();
-    files[0] = (
-        "metric.sh",
+    let files = with_metric(
         "if [ -e \"$CLIMB_HOLD\" ]; then sleep 300 & echo $! > \"$CLIMB_PID\"; wait; fi\n\
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
     );
@@ -214,18 +204,10 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
     std::fs::write(&hold, "").unwrap();
     let when = "task=slow role=implementer";
     let held = format!("while [ -e '{}' ]; do sleep 0.05; done", hold.display());
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("faster", "a.txt costs less when it holds 30"),
-                experiment("slow", "the notes slow nothing down"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("faster", "a.txt costs less when it holds 30"),
+        experiment("slow", "the notes slow nothing down"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend([
         Step::tool_call("shell", json!({"command": held}))
@@ -234,11 +216,7 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
             .when(Some(swarm_support::IMPLEMENTER), Some(when)),
         Step::text("done").when(Some(swarm_support::IMPLEMENTER), Some(when)),
     ]);
-    let mut files = files();
-    files[0] = (
-        "metric.sh",
-        "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
-    );
+    let files = with_metric(STAMPED_METRIC);
     let test = SwarmTest::new(&files, steps, "");
     let stamps = dir.path().join("stamps");
     let mut args = climb_args();
@@ -296,9 +274,7 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
 /// heard at the next look and nothing is decided or merged. The metric holds on the
 /// experiment's side while a file exists, so the cancel lands inside the first look.
 fn cancel_during_measurement(experiment_too: bool) {
-    let mut files = files();
-    files[0] = (
-        "metric.sh",
+    let files = with_metric(
         "if [ -e \"$CLIMB_HOLD\" ] && [ \"$(cat a.txt)\" = 30 ]; then\n\
          echo held > \"$CLIMB_HELD\"; while [ -e \"$CLIMB_HOLD\" ]; do sleep 0.05; done; fi\n\
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
@@ -344,24 +320,16 @@ fn a_climb_cancelled_during_a_measurement_keeps_nothing() {
 /// once the first is decided (and merged).
 #[test]
 fn experiments_sharing_a_file_run_one_after_the_other() {
-    let route = "task=plan role=planner";
     let hinted = |id: &str, hypothesis: &str, files: &[&str]| {
         let mut experiment = experiment(id, hypothesis);
         experiment["files"] = json!(files);
         experiment
     };
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                hinted("faster", "a.txt costs less when it holds 30", &["a.txt"]),
-                hinted("notes", "the notes slow nothing down", &["notes.txt"]),
-                hinted("fastest", "a.txt costs even less at 20", &["./a.txt", "b.txt"]),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        hinted("faster", "a.txt costs less when it holds 30", &["a.txt"]),
+        hinted("notes", "the notes slow nothing down", &["notes.txt"]),
+        hinted("fastest", "a.txt costs even less at 20", &["./a.txt", "b.txt"]),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement("notes", &[("notes.txt", "more notes\n")]));
     steps.extend(implement("fastest", &[("a.txt", "20\n")]));
@@ -390,19 +358,11 @@ fn experiments_sharing_a_file_run_one_after_the_other() {
 /// turn when they held the gate while queued).
 #[test]
 fn turns_queued_for_a_slot_do_not_hold_a_measurement_up() {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("faster", "a.txt costs less when it holds 30"),
-                experiment("notes", "the notes slow nothing down"),
-                experiment("slower", "b.txt at 50 looks simpler"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("faster", "a.txt costs less when it holds 30"),
+        experiment("notes", "the notes slow nothing down"),
+        experiment("slower", "b.txt at 50 looks simpler"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement("notes", &[("notes.txt", "more notes\n")]));
     steps.extend(implement("slower", &[("b.txt", "50\n")]));

@@ -7,14 +7,15 @@
 mod swarm_support;
 
 use kestrel_testkit::Step;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 use swarm_support::climb::{
     assert_only_the_improvement_merged, climb_args, config_with_roles, decisions, expected,
-    experiment, files, one_args, one_experiment, run_dir, script, spawn_with, two_args,
+    experiment, files, one_args, one_experiment, propose, run_dir, script, spawn_with, two_args,
+    with_metric,
 };
 use swarm_support::{
-    PLANNER, SwarmTest, git, implement, implement_slowly, of_type, review, run_workdir, stderr,
+    SwarmTest, git, implement, implement_slowly, of_type, review, run_workdir, stderr,
 };
 
 #[test]
@@ -159,11 +160,9 @@ fn a_kept_experiment_merges_the_commit_that_was_measured() {
 /// works again the resume measures it and keeps it.
 #[test]
 fn a_baseline_that_breaks_during_a_measurement_stops_the_run_without_blaming_the_experiment() {
-    let mut files = files();
     // From its 3rd run on (the first baseline took 2), the metric fails on the old a.txt
     // while a file exists.
-    files[0] = (
-        "metric.sh",
+    let files = with_metric(
         "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
          if [ -e \"$CLIMB_BREAK\" ] && [ \"$n\" -ge 2 ] && [ \"$(cat a.txt)\" = 50 ]; then exit 3; fi\n\
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
@@ -202,21 +201,11 @@ fn a_baseline_that_breaks_during_a_measurement_stops_the_run_without_blaming_the
 /// gains 2, so one look of 3 runs a side is promising but not conclusive.
 #[test]
 fn a_measurement_killed_between_looks_goes_on_from_the_looks_recorded() {
-    let mut files = files();
-    files[0] = (
-        "metric.sh",
+    let files = with_metric(
         "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) + n % 3 ))\n",
     );
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [experiment("faster", "a.txt costs less when it holds 48")]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[experiment("faster", "a.txt costs less when it holds 48")]);
     steps.extend(implement("faster", &[("a.txt", "48\n")]));
     let test = SwarmTest::new(&files, steps, "");
     let dir = tempfile::tempdir().unwrap();
@@ -259,18 +248,10 @@ fn a_measurement_killed_between_looks_goes_on_from_the_looks_recorded() {
 /// then `faster` (kept): `faster` is measured first (its measurement is queued before
 /// `slow`'s turn ends).
 fn slow_then_faster() -> Vec<Step> {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("slow", "the notes slow nothing down"),
-                experiment("faster", "a.txt costs less when it holds 30"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("slow", "the notes slow nothing down"),
+        experiment("faster", "a.txt costs less when it holds 30"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement_slowly("slow", &[("notes.txt", "slow\n")], 300));
     steps
@@ -369,24 +350,14 @@ fn resuming_a_climb_checks_the_planners_key() {
 /// neutral (no new baseline is measured): the failure is cleared all the same.
 #[test]
 fn a_baseline_failure_clears_once_the_baseline_is_measured_again() {
-    let mut files = files();
     // From its 3rd run on (the first baseline took 2), the metric fails on the old notes
     // while a file exists.
-    files[0] = (
-        "metric.sh",
+    let files = with_metric(
         "n=$(cat \"$CLIMB_COUNT\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$CLIMB_COUNT\"\n\
          if [ -e \"$CLIMB_BREAK\" ] && [ \"$n\" -ge 2 ] && [ \"$(cat notes.txt)\" = notes ]; then exit 3; fi\n\
          echo $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n",
     );
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [experiment("same", "the notes slow nothing down")]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[experiment("same", "the notes slow nothing down")]);
     steps.extend(implement("same", &[("notes.txt", "more notes\n")]));
     let test = SwarmTest::new(&files, steps, "");
     let dir = tempfile::tempdir().unwrap();
@@ -412,18 +383,10 @@ fn a_baseline_failure_clears_once_the_baseline_is_measured_again() {
 /// without a second review.
 #[test]
 fn a_baseline_merged_into_a_reviewed_experiment_is_not_reviewed_again() {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("same", "the notes slow nothing down"),
-                experiment("faster", "a.txt costs less when it holds 30"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("same", "the notes slow nothing down"),
+        experiment("faster", "a.txt costs less when it holds 30"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement_slowly("same", &[("notes.txt", "more notes\n")], 300));
     steps.extend(review("faster", 1, true, &[]));

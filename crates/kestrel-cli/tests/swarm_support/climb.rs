@@ -27,22 +27,31 @@ pub fn experiment(id: &str, hypothesis: &str) -> Value {
     json!({"id": id, "hypothesis": hypothesis, "description": format!("Do {id}.")})
 }
 
+/// `files()` with metric.sh replaced by `metric`.
+pub fn with_metric(metric: &'static str) -> Vec<(&'static str, &'static str)> {
+    let mut files = files();
+    files[0] = ("metric.sh", metric);
+    files
+}
+
+/// The planner's turn: it proposes `experiments`.
+pub fn propose(experiments: &[Value]) -> Vec<Step> {
+    let route = "task=plan role=planner";
+    vec![
+        Step::tool_call("swarm_experiments", json!({"experiments": experiments}))
+            .when(Some(PLANNER), Some(route)),
+        Step::text("proposed").when(Some(PLANNER), Some(route)),
+    ]
+}
+
 /// The planner proposes the four; each implementer writes its one file.
 pub fn script() -> Vec<Step> {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [
-                experiment("faster", "a.txt costs less when it holds 30"),
-                experiment("slower", "b.txt at 50 looks simpler"),
-                experiment("broken", "ok.txt is not needed"),
-                experiment("same", "the notes slow nothing down"),
-            ]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[
+        experiment("faster", "a.txt costs less when it holds 30"),
+        experiment("slower", "b.txt at 50 looks simpler"),
+        experiment("broken", "ok.txt is not needed"),
+        experiment("same", "the notes slow nothing down"),
+    ]);
     steps.extend(implement("faster", &[("a.txt", "30\n")]));
     steps.extend(implement("slower", &[("b.txt", "50\n")]));
     steps.extend(implement("broken", &[("ok.txt", "gone\n")]));
@@ -113,15 +122,7 @@ pub fn run_dir(test: &SwarmTest, run: &str) -> std::path::PathBuf {
 
 /// A planner proposing only `id`, which lowers the sum to 80 (a.txt 50 → 30).
 pub fn one_experiment(id: &str) -> Vec<Step> {
-    let route = "task=plan role=planner";
-    let mut steps = vec![
-        Step::tool_call(
-            "swarm_experiments",
-            json!({"experiments": [experiment(id, "a.txt costs less when it holds 30")]}),
-        )
-        .when(Some(PLANNER), Some(route)),
-        Step::text("proposed").when(Some(PLANNER), Some(route)),
-    ];
+    let mut steps = propose(&[experiment(id, "a.txt costs less when it holds 30")]);
     steps.extend(implement(id, &[("a.txt", "30\n")]));
     steps
 }
