@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod permission;
+
 use kestrel_protocol::Mode;
 use kestrel_tools::{ToolContext, ToolOutput, builtin_tools};
 use std::path::Path;

@@ -1,0 +1,210 @@
+//! What a git rule covers through the permission policy's public API: not the options
+//! that run programs or write where they say, and only the workspace's own repository,
+//! pinned when the session started.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use common::permission::{assert_not_covered, assess_shell, git_subcommand_rules, repository};
+use kestrel_protocol::Mode;
+use kestrel_tools::permission::{AllowList, Assessment, PermissionPolicy, SandboxStatus};
+use std::path::Path;
+
+/// A rule for a git subcommand never covers the arguments that make it run another
+/// program: those calls get only "allow once" (no rule is offered), and in auto run
+/// sandboxed under the rule for the subcommand.
+#[test]
+fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
+    let work = repository();
+    let covered = git_subcommand_rules(
+        work.path(),
+        &["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"],
+    );
+    for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
+        assert_eq!(
+            assess_shell(&covered, Mode::Auto, plain),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{plain}"
+        );
+    }
+    let lines = [
+        "git rebase -x 'touch /outside/f' HEAD~1",
+        "git rebase --exec='touch /outside/f' HEAD~1",
+        "git rebase -ix 'touch /outside/f' HEAD~1",
+        "git rebase --exe 'touch /outside/f' HEAD~1",
+        "git rebase \"$OPTION\" HEAD~1",
+        "git submodule foreach 'touch /outside/f'",
+        "git submodule --quiet foreach 'touch /outside/f'",
+        "git bisect run touch /outside/f",
+        "git push --receive-pack='touch /outside/f' origin",
+        "git push --exec='touch /outside/f' origin",
+        "git fetch --upload-pack='touch /outside/f' origin",
+        "git clone -u 'touch /outside/f' x sub",
+        "git clone --upload-pack='touch /outside/f' x sub",
+        "git clone -c core.fsmonitor='touch /outside/f' x sub",
+        "git clone --config=core.fsmonitor='touch /outside/f' x sub",
+        "git clone --template=./tpl x sub",
+        "git init --template=./tpl sub",
+        "git difftool -x 'touch /outside/f'",
+        "git difftool --extcmd='touch /outside/f'",
+        "git config core.fsmonitor 'touch /outside/f'",
+        "git config alias.st '!touch /outside/f'",
+        "git -c core.fsmonitor='touch /outside/f' push",
+    ];
+    assert_not_covered(&covered, &lines);
+}
+
+/// Nor does it cover arguments that write where they say or pick a merge strategy by
+/// name (`git-merge-NAME` from PATH).
+#[test]
+fn a_git_subcommand_rule_does_not_cover_arguments_that_write_elsewhere() {
+    let work = repository();
+    let covered = git_subcommand_rules(
+        work.path(),
+        &[
+            "log",
+            "show",
+            "diff",
+            "format-patch",
+            "archive",
+            "bundle",
+            "apply",
+            "worktree",
+            "clone",
+            "init",
+            "merge",
+            "rebase",
+            "pull",
+        ],
+    );
+    for plain in
+        ["git apply patch.diff", "git format-patch -1", "git clone ../other", "git merge main"]
+    {
+        assert_eq!(
+            assess_shell(&covered, Mode::Auto, plain),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{plain}"
+        );
+    }
+    assert_not_covered(
+        &covered,
+        &[
+            "git log -1 --format=%s --output=/outside/x",
+            "git log -1 --output=.git/config",
+            "git log --outp=/outside/x",
+            "git log \"$OPTION\"",
+            "git show --output=/outside/x",
+            "git diff --output /outside/x",
+            "git format-patch -o /outside HEAD~1",
+            "git format-patch -1o/outside",
+            "git format-patch --output-directory=/outside HEAD~1",
+            "git archive -o /outside/x.tar HEAD",
+            "git archive --output=/outside/x.tar HEAD",
+            "git bundle create /outside/x.bundle HEAD",
+            "git apply --directory=../.. patch.diff",
+            "git apply --unsafe-paths patch.diff",
+            "git worktree add /outside/wt",
+            "git clone ../other /outside/copy",
+            "git clone --separate-git-dir=/outside/g ../other",
+            "git init /outside/repo",
+            "git init -q sub",
+            "git init --separate-git-dir=/outside/g",
+            "git merge -s evil main",
+            "git merge --strategy=evil main",
+            "git rebase -s evil main",
+            "git pull -s evil origin",
+        ],
+    );
+}
+
+/// A git rule lets out of the sandbox only git commands that use the workspace's own
+/// repository, pinned when the policy was made (the session started), and only while it
+/// sets nothing that runs programs: not one made later beneath it (or reached through a
+/// symlink), not one made where there was none, not from a place not known.
+#[test]
+fn a_git_rule_covers_only_the_workspace_repository_pinned_at_start() {
+    let covered = |policy: &PermissionPolicy, line: &str| {
+        let auto = assess_shell(policy, Mode::Auto, line);
+        let ask = assess_shell(policy, Mode::Ask, line);
+        match (auto, ask) {
+            (Assessment::Allow { run_as: Mode::Ask }, Assessment::Allow { .. }) => true,
+            (Assessment::Allow { run_as: Mode::Auto }, Assessment::Ask { .. }) => false,
+            other => panic!("{line}: {other:?}"),
+        }
+    };
+    let git = |dir: &Path, args: &[&str]| {
+        let status =
+            std::process::Command::new("git").args(args).current_dir(dir).status().unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["commit"]);
+    assert!(covered(&policy, "git commit -m x"));
+    assert!(covered(&policy, "cd . && git commit -m x"));
+    std::fs::create_dir(work.path().join("plain")).unwrap();
+    assert!(covered(&policy, "cd plain && git commit -m x"));
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    git(&work.path().join("sub"), &["init", "-q"]);
+    std::os::unix::fs::symlink("sub", work.path().join("link")).unwrap();
+    for line in [
+        "cd sub && git commit -m x",
+        "cd link && git commit -m x",
+        "cd missing && git commit -m x",
+        "cd \"$X\" && git commit -m x",
+        "export GIT_DIR=sub/.git; git commit -m x",
+    ] {
+        assert!(!covered(&policy, line), "{line}");
+    }
+    // The workspace's own config making git run a program.
+    git(work.path(), &["config", "core.fsmonitor", "touch /outside/f"]);
+    assert!(!covered(&policy, "git commit -m x"));
+
+    // No repository when the session started: one made later is the model's.
+    let empty = tempfile::tempdir().unwrap();
+    let policy = git_subcommand_rules(empty.path(), &["commit"]);
+    git(empty.path(), &["init", "-q"]);
+    assert!(!covered(&policy, "git commit -m x"));
+}
+
+/// A directory with `HEAD` and a `commondir` naming a git directory elsewhere is a
+/// repository to git (which then runs that one's config), so it is not the pinned one:
+/// rules for `touch a.txt` and `git log` do not let `cd sub && git log` out of the sandbox.
+#[test]
+fn a_directory_git_takes_for_a_repository_by_its_commondir_is_not_the_pinned_one() {
+    let work = repository();
+    let outside = repository();
+    let outside_git = outside.path().canonicalize().unwrap().join(".git");
+    let run = |dir: &Path, args: &[&str]| {
+        let output =
+            std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    run(outside.path(), &["config", "gpg.program", "touch /outside/f"]);
+    let sub = work.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(sub.join("commondir"), format!("{}\n", outside_git.display())).unwrap();
+    // git itself uses the repository elsewhere from `sub`.
+    let common = run(&sub, &["rev-parse", "--git-common-dir"]);
+    assert_eq!(Path::new(common.trim()).canonicalize().unwrap(), outside_git);
+
+    let policy = PermissionPolicy::new(
+        work.path().to_path_buf(),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&["touch a.txt".into(), "git log".into()], &[]),
+    );
+    assert_eq!(
+        assess_shell(&policy, Mode::Auto, "touch a.txt && git log"),
+        Assessment::Allow { run_as: Mode::Ask }
+    );
+    for line in ["cd sub && git log", "touch a.txt && cd sub && git log"] {
+        assert_eq!(
+            assess_shell(&policy, Mode::Auto, line),
+            Assessment::Allow { run_as: Mode::Auto },
+            "{line}"
+        );
+        assert!(matches!(assess_shell(&policy, Mode::Ask, line), Assessment::Ask { .. }), "{line}");
+    }
+}
