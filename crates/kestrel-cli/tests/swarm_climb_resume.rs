@@ -10,9 +10,9 @@ use kestrel_testkit::Step;
 use serde_json::Value;
 use std::path::Path;
 use swarm_support::climb::{
-    assert_only_the_improvement_merged, climb_args, config_with_roles, decisions, expected,
-    experiment, files, one_args, one_experiment, propose, run_dir, script, spawn_with, two_args,
-    with_metric,
+    abort_at, assert_only_the_improvement_merged, climb_args, config_with_roles, decisions,
+    expected, experiment, files, one_args, one_experiment, propose, run_dir, script, spawn_with,
+    two_args, with_metric,
 };
 use swarm_support::{
     SwarmTest, git, implement, implement_slowly, of_type, review, run_workdir, stderr,
@@ -21,11 +21,7 @@ use swarm_support::{
 #[test]
 fn a_climb_killed_after_a_measurement_resumes_without_measuring_it_again() {
     let test = SwarmTest::new(&files(), script(), "");
-    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &climb_args(), "climb-measured", &[]);
     let before = test.events(&run);
     // The check-failed one may be decided too: it is never measured.
     let measured: Vec<&Value> = of_type(&before, "experiment_decided")
@@ -54,11 +50,7 @@ fn a_climb_killed_after_a_measurement_resumes_without_measuring_it_again() {
 #[test]
 fn an_experiment_cancelled_between_runs_is_not_measured_and_the_resume_ends() {
     let test = SwarmTest::new(&files(), script(), "");
-    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &climb_args(), "climb-measured", &[]);
     let decided: Vec<String> = of_type(&test.events(&run), "experiment_decided")
         .iter()
         .map(|event| event["task"].as_str().unwrap().to_string())
@@ -94,11 +86,7 @@ fn metric_runs(log: &Path) -> usize {
 #[test]
 fn a_merge_whose_event_was_lost_is_credited_on_resume() {
     let test = SwarmTest::new(&files(), one_experiment("baseline-1"), "");
-    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-merge");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &one_args(), "climb-merge", &[]);
     assert!(of_type(&test.events(&run), "merged").is_empty());
 
     let output = test.swarm_within(&["resume", &run]);
@@ -132,11 +120,7 @@ fn a_merge_whose_event_was_lost_is_credited_on_resume() {
 #[test]
 fn a_kept_experiment_merges_the_commit_that_was_measured() {
     let test = SwarmTest::new(&files(), one_experiment("faster"), "");
-    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &one_args(), "climb-measured", &[]);
     let events = test.events(&run);
     let decided = of_type(&events, "experiment_decided");
     assert_eq!(decided.len(), 1, "{events:#?}");
@@ -214,11 +198,7 @@ fn a_measurement_killed_between_looks_goes_on_from_the_looks_recorded() {
     let mut args = one_args();
     let at = args.iter().position(|arg| *arg == "--runs").unwrap();
     args[at + 1] = "3";
-    let mut command = test.command(&[&["swarm"], &args[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-look").env("CLIMB_COUNT", &count);
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &args, "climb-look", &[("CLIMB_COUNT", count.as_path())]);
     assert_eq!(of_type(&test.events(&run), "experiment_measured").len(), 1);
     let log = run_dir(&test, &run).join("logs/faster-measure.log");
     assert_eq!(metric_runs(&log), 6);
@@ -265,11 +245,7 @@ fn slow_then_faster() -> Vec<Step> {
 #[test]
 fn a_keep_left_unmerged_is_merged_before_anything_else_is_measured() {
     let test = SwarmTest::new(&files(), slow_then_faster(), "");
-    let mut command = test.command(&[&["swarm"], &two_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &two_args(), "climb-measured", &[]);
     let events = test.events(&run);
     assert_eq!(decisions(&events), [("faster".to_string(), "kept".to_string())], "{events:#?}");
     assert!(of_type(&events, "committed").iter().any(|e| e["task"] == "slow"), "{events:#?}");
@@ -300,11 +276,7 @@ fn a_keep_left_unmerged_is_merged_before_anything_else_is_measured() {
 #[test]
 fn a_keep_that_conflicts_fails_the_experiment_not_the_run() {
     let test = SwarmTest::new(&files(), one_experiment("faster"), "");
-    let mut command = test.command(&[&["swarm"], &one_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &one_args(), "climb-measured", &[]);
     let integration = run_workdir(&test, &run).join("by-hand");
     let branch = format!("kestrel/{run}");
     git(test.repo.path(), &["worktree", "add", "-q", integration.to_str().unwrap(), &branch]);
@@ -328,11 +300,7 @@ fn a_keep_that_conflicts_fails_the_experiment_not_the_run() {
 #[test]
 fn resuming_a_climb_checks_the_planners_key() {
     let test = SwarmTest::new(&files(), script(), "");
-    let mut command = test.command(&[&["swarm"], &climb_args()[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-measured");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &climb_args(), "climb-measured", &[]);
     assert_eq!(of_type(&test.events(&run), "experiments_proposed").len(), 1);
     let roles = format!(
         "\n[swarm.roles.reviewer]\nmodel = \"scripted/{}\"\n\n[swarm.roles.planner]\nmodel = \"keyless/plan\"\n",
@@ -394,11 +362,7 @@ fn a_baseline_merged_into_a_reviewed_experiment_is_not_reviewed_again() {
     let test = SwarmTest::new(&files(), steps, "");
     let mut args = two_args();
     args.insert(args.len() - 1, "--review");
-    let mut command = test.command(&[&["swarm"], &args[..]].concat());
-    command.env("KESTREL_SWARM_FAILPOINT", "climb-look:same");
-    let output = test.output_within(command);
-    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", stderr(&output));
-    let run = test.run_id();
+    let run = abort_at(&test, &args, "climb-look:same", &[]);
     let events = test.events(&run);
     assert_eq!(of_type(&events, "baseline_merged_in").len(), 1, "{events:#?}");
 

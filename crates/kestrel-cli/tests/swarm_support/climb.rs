@@ -143,6 +143,18 @@ pub fn spawn_with(test: &SwarmTest, args: &[&str], env: &[(&str, &Path)]) -> sup
     test.spawn(command)
 }
 
+/// `kestrel swarm ARGS` with `env` and the failpoint `at`, which aborts it: the run's id.
+pub fn abort_at(test: &SwarmTest, args: &[&str], at: &str, env: &[(&str, &Path)]) -> String {
+    let mut command = test.command(&[&["swarm"], args].concat());
+    command.env("KESTREL_SWARM_FAILPOINT", at);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = test.output_within(command);
+    assert_ne!(output.status.code(), Some(0), "the failpoint aborts: {}", super::stderr(&output));
+    test.run_id()
+}
+
 pub fn two_args() -> Vec<&'static str> {
     let mut args = climb_args();
     let at = args.iter().position(|arg| *arg == "--experiments").unwrap();
