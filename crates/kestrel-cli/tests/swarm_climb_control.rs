@@ -18,6 +18,15 @@ use swarm_support::{PLANNER, SwarmTest, implement, implement_slowly, of_type, st
 const STAMPED_METRIC: &str =
     "date +%s%3N >> \"$CLIMB_STAMPS\"\necho $(( $(cat a.txt) + $(cat b.txt) + $(cat c.txt) ))\n";
 
+/// The start of every metric run STAMPED_METRIC recorded (ms).
+fn stamped_runs(stamps: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(stamps)
+        .unwrap()
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect()
+}
+
 fn millis(ts: &Value) -> i64 {
     serde_json::from_value::<kestrel_protocol::Timestamp>(ts.clone()).unwrap().millis
 }
@@ -57,11 +66,7 @@ fn no_metric_run_overlaps_a_role_turn() {
         decisions(&events),
         [("faster".to_string(), "kept".to_string()), ("slow".to_string(), "neutral".to_string())]
     );
-    let runs: Vec<i64> = std::fs::read_to_string(&stamps)
-        .unwrap()
-        .lines()
-        .map(|line| line.trim().parse().unwrap())
-        .collect();
+    let runs = stamped_runs(&stamps);
     // 2 for the first baseline; 16 for `faster` (exact, but 2 runs a side only tell a
     // difference from chance at the 4th look), 4 for `slow` (equal at once); 2 for the
     // new baseline.
@@ -248,11 +253,7 @@ fn on_resume_no_metric_run_overlaps_a_turn_left_in_flight() {
         decisions(&events),
         [("faster".to_string(), "kept".to_string()), ("slow".to_string(), "neutral".to_string())]
     );
-    let runs: Vec<i64> = std::fs::read_to_string(&stamps)
-        .unwrap()
-        .lines()
-        .map(|line| line.trim().parse().unwrap())
-        .collect();
+    let runs = stamped_runs(&stamps);
     let slow = of_type(&events, "turn_started")
         .into_iter()
         .find(|e| e["task"] == "slow" && e["role"] == "implementer")
