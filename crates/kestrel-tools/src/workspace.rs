@@ -7,6 +7,7 @@ mod beneath;
 mod pin;
 
 pub(crate) use beneath::Place;
+pub(crate) use pin::Beneath;
 pub use pin::WorkspacePin;
 
 use crate::ToolContext;
@@ -98,15 +99,16 @@ impl WriteScope {
         created: &mut Vec<PathBuf>,
     ) -> std::io::Result<Place> {
         match self.root_for(&resolve_existing(&normalize(path))) {
-            Root::Anywhere => Place::open(None, None, path, create, created),
+            Root::Anywhere => Place::open(None, path, create, created),
             Root::Workspace(workspace, pin) => {
-                Place::open(Some(workspace), pin, path, create, created)
+                Place::open(Some(Beneath::Workspace(workspace, pin)), path, create, created)
             }
             Root::Granted { file } => {
                 // Pinned: a directory on the way swapped since is refused before
                 // anything is created beneath it.
                 let (root, pin) = existing_ancestor(file)?;
-                let place = Place::open(Some(&root), Some(pin), path, create, created)?;
+                let beneath = Beneath::Granted(&root, pin);
+                let place = Place::open(Some(beneath), path, create, created)?;
                 same_as_granted(place, file)
             }
         }
@@ -120,11 +122,13 @@ impl WriteScope {
             _ => path_normal.clone(),
         };
         match self.root_for(&entry) {
-            Root::Anywhere => Place::open_entry(None, None, path),
-            Root::Workspace(workspace, pin) => Place::open_entry(Some(workspace), pin, path),
+            Root::Anywhere => Place::open_entry(None, path),
+            Root::Workspace(workspace, pin) => {
+                Place::open_entry(Some(Beneath::Workspace(workspace, pin)), path)
+            }
             Root::Granted { file } => {
                 let (root, pin) = existing_ancestor(file)?;
-                same_as_granted(Place::open_entry(Some(&root), Some(pin), path)?, file)
+                same_as_granted(Place::open_entry(Some(Beneath::Granted(&root, pin)), path)?, file)
             }
         }
     }

@@ -28,10 +28,15 @@ struct Swapper {
 
 impl Swapper {
     fn start(workspace: &Path, outside: PathBuf) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let sub = CString::new(workspace.join("sub").as_os_str().as_bytes()).unwrap();
-        let alt = CString::new(workspace.join("sub.alt").as_os_str().as_bytes()).unwrap();
         std::os::unix::fs::symlink(&outside, workspace.join("sub.alt")).unwrap();
+        Self::exchanging(&workspace.join("sub"), &workspace.join("sub.alt"))
+    }
+
+    /// Keeps exchanging the two existing entries `one` and `other`.
+    fn exchanging(one: &Path, other: &Path) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sub = CString::new(one.as_os_str().as_bytes()).unwrap();
+        let alt = CString::new(other.as_os_str().as_bytes()).unwrap();
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut swaps = 0;
@@ -355,6 +360,49 @@ async fn a_granted_write_never_follows_a_directory_swapped_for_a_symlink_meanwhi
     let swaps = swapper.finish();
     assert!(swaps > 0);
     assert!(entries(victim.path()).is_empty(), "{written} writes, {swaps} swaps");
+}
+
+/// A granted write's directory keeps being exchanged with another directory, so the
+/// directory the call looked up is not always the one it then opens: that refusal names
+/// the directory that changed (not "the workspace", which did not), and a refused call
+/// wrote nothing in either directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_write_whose_directory_was_replaced_names_that_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let outside_path = outside.path().canonicalize().unwrap();
+    let (sub, other) = (outside_path.join("sub"), outside_path.join("sub.alt"));
+    fs::create_dir(&sub).unwrap();
+    fs::create_dir(&other).unwrap();
+    let rounds = CALLS * 10;
+    let files: Vec<PathBuf> = (0..rounds).map(|round| sub.join(format!("f{round}.txt"))).collect();
+    let ctx = kestrel_tools::ToolContext {
+        granted_writes: files.clone(),
+        ..context(dir.path(), Mode::Ask)
+    };
+    let swapper = Swapper::exchanging(&sub, &other);
+    let mut refused = Vec::new();
+    for (round, file) in files.iter().enumerate() {
+        let output = call(&ctx, "write_file", json!({"path": file, "content": "x"})).await;
+        if output.is_error {
+            refused.push((round, output.content.clone()));
+            if refused.len() == 5 {
+                break;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+    assert!(!refused.is_empty(), "no call met a replaced directory in {swaps} swaps");
+    for (round, message) in &refused {
+        assert!(
+            message.contains(&format!("{} changed after the write", sub.display())),
+            "{message}"
+        );
+        assert!(message.contains("nothing was written"), "{message}");
+        assert!(!message.contains("workspace"), "{message}");
+        let name = format!("f{round}.txt");
+        assert!(!entries(&sub).contains(&name) && !entries(&other).contains(&name), "{message}");
+    }
 }
 
 /// The workspace moved away and another directory made at its path (a sandboxed

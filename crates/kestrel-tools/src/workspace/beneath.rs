@@ -18,7 +18,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::{WorkspacePin, normalize, resolve_existing};
+use super::{Beneath, normalize, resolve_existing};
 
 /// `struct open_how` of openat2(2) (libc's is `non_exhaustive`).
 #[repr(C)]
@@ -52,37 +52,32 @@ pub(crate) struct Content {
 }
 
 impl Place {
-    /// Opens the directory that will hold `path`. With `workspace`, symlinks of the
-    /// path are followed only while they stay beneath it: otherwise the error says the
-    /// path "resolves outside the workspace". With `create`, missing parent directories
-    /// are made (each one inside the already-confined parent) and pushed to `created`.
-    /// A symlink as the last component is followed once here, so replacing the file
-    /// writes where the link pointed at the time of the check. With `pin`, the
-    /// workspace must still be the directory pinned (see [`WorkspacePin`]).
+    /// Opens the directory that will hold `path`. With `beneath`, symlinks of the
+    /// path are followed only while they stay beneath its directory: otherwise the
+    /// error says the path "resolves outside" it. With `create`, missing parent
+    /// directories are made (each one inside the already-confined parent) and pushed to
+    /// `created`. A symlink as the last component is followed once here, so replacing
+    /// the file writes where the link pointed at the time of the check. A pinned
+    /// directory must still be the one pinned (see [`WorkspacePin`](super::WorkspacePin)).
     pub(crate) fn open(
-        workspace: Option<&Path>,
-        pin: Option<WorkspacePin>,
+        beneath: Option<Beneath<'_>>,
         path: &Path,
         create: bool,
         created: &mut Vec<PathBuf>,
     ) -> io::Result<Self> {
         let target = resolve_existing(&normalize(path));
-        Self::open_resolved(workspace, pin, path, target, create, created)
+        Self::open_resolved(beneath, path, target, create, created)
     }
 
     /// Like [`Place::open`] without creating anything and without following a symlink
     /// as the last component: for removing the entry itself.
-    pub(crate) fn open_entry(
-        workspace: Option<&Path>,
-        pin: Option<WorkspacePin>,
-        path: &Path,
-    ) -> io::Result<Self> {
+    pub(crate) fn open_entry(beneath: Option<Beneath<'_>>, path: &Path) -> io::Result<Self> {
         let path_normal = normalize(path);
         let target = match (path_normal.parent(), path_normal.file_name()) {
             (Some(parent), Some(name)) => resolve_existing(parent).join(name),
             _ => path_normal.clone(),
         };
-        Self::open_resolved(workspace, pin, path, target, false, &mut Vec::new())
+        Self::open_resolved(beneath, path, target, false, &mut Vec::new())
     }
 
     /// Opens the directory holding `path` (absolute) refusing every symlink on the way
@@ -171,8 +166,7 @@ impl Place {
     }
 
     fn open_resolved(
-        workspace: Option<&Path>,
-        pin: Option<WorkspacePin>,
+        beneath: Option<Beneath<'_>>,
         path: &Path,
         target: PathBuf,
         create: bool,
@@ -185,33 +179,26 @@ impl Place {
             ));
         };
         let name = c_name(name)?;
-        let directory = match workspace {
+        let directory = match beneath {
             None => open_unconfined(parent, create, created)?,
-            Some(workspace) => {
-                let root_path = resolve_existing(&normalize(workspace));
+            Some(beneath) => {
+                let root_path = resolve_existing(&normalize(beneath.directory()));
                 let Ok(relative) = parent.strip_prefix(&root_path) else {
-                    return Err(outside(path, &target, &root_path));
+                    return Err(outside(path, &target, beneath.named(&root_path)));
                 };
                 let root = open_resolved_directory(&root_path)?;
-                if let Some(pin) = pin
+                if let Some(pin) = beneath.pin()
                     && !pin.names(&root)?
                 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!(
-                            "the workspace {} is no longer the directory the session started \
-                             in (it was moved or replaced)",
-                            root_path.display()
-                        ),
-                    ));
+                    return Err(beneath.changed(&root_path));
                 }
                 let directory = open_beneath(&root, &root_path, relative, create, created)
-                    .map_err(|error| explain(error, path, &root_path))?;
+                    .map_err(|error| explain(error, path, beneath.named(&root_path)))?;
                 refuse_unseen_guarded(&directory, path, &root_path)?;
                 directory
             }
         };
-        Ok(Self { directory, name, path: target, confined: workspace.is_some() })
+        Ok(Self { directory, name, path: target, confined: beneath.is_some() })
     }
 
     /// Where the file is, symlinks resolved.
@@ -485,28 +472,23 @@ fn c_name(name: &OsStr) -> io::Result<CString> {
     })
 }
 
-fn outside(path: &Path, target: &Path, workspace: &Path) -> io::Error {
+/// `root`: the directory as [`Beneath::named`] names it.
+fn outside(path: &Path, target: &Path, root: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
-        format!(
-            "{} resolves outside the workspace {} (to {})",
-            path.display(),
-            workspace.display(),
-            target.display()
-        ),
+        format!("{} resolves outside {root} (to {})", path.display(), target.display()),
     )
 }
 
-/// Turns the kernel's refusals into messages that name the path.
-fn explain(error: io::Error, path: &Path, workspace: &Path) -> io::Error {
+/// Turns the kernel's refusals into messages that name the path (`root` as
+/// [`Beneath::named`] names it).
+fn explain(error: io::Error, path: &Path, root: String) -> io::Error {
     match error.raw_os_error() {
         Some(libc::EXDEV) => io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "{} resolves outside the workspace {} (a directory on the way is a symlink \
-                 leaving it)",
-                path.display(),
-                workspace.display()
+                "{} resolves outside {root} (a directory on the way is a symlink leaving it)",
+                path.display()
             ),
         ),
         Some(libc::ENOTDIR) => io::Error::new(
@@ -753,6 +735,10 @@ fn openat(
 mod tests {
     use super::*;
 
+    fn workspace(dir: &Path) -> Beneath<'_> {
+        Beneath::Workspace(dir, None)
+    }
+
     fn names(path: &str) -> Vec<CString> {
         path.split('/').map(|name| CString::new(name).unwrap()).collect()
     }
@@ -778,13 +764,21 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
         let mut created = Vec::new();
-        let error =
-            Place::open(Some(dir.path()), None, &dir.path().join("link/f"), true, &mut created)
-                .unwrap_err();
+        let error = Place::open(
+            Some(workspace(dir.path())),
+            &dir.path().join("link/f"),
+            true,
+            &mut created,
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("resolves outside the workspace"), "{error}");
-        let place =
-            Place::open(Some(dir.path()), None, &dir.path().join("new/deep/f"), true, &mut created)
-                .unwrap();
+        let place = Place::open(
+            Some(workspace(dir.path())),
+            &dir.path().join("new/deep/f"),
+            true,
+            &mut created,
+        )
+        .unwrap();
         place.replace(b"x", None).unwrap();
         assert_eq!(fs::read(dir.path().join("new/deep/f")).unwrap(), b"x");
         assert_eq!(created.len(), 2);

@@ -1,4 +1,5 @@
-//! The workspace (or a granted write's directory) pinned by device and inode.
+//! The workspace (or a granted write's directory) pinned by device and inode, and what a
+//! confined write stays beneath.
 
 use std::fs::{self, File};
 use std::io;
@@ -33,5 +34,56 @@ impl WorkspacePin {
     pub(super) fn names(&self, directory: &OwnedFd) -> io::Result<bool> {
         let metadata = File::from(directory.try_clone()?).metadata()?;
         Ok(metadata.dev() == self.device && metadata.ino() == self.inode)
+    }
+}
+
+/// The directory a confined [`Place`](super::Place) stays beneath, and what it is to
+/// the session: the refusals name it as the user knows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Beneath<'a> {
+    /// The session's workspace, pinned when the session started (if it was).
+    Workspace(&'a Path, Option<WorkspacePin>),
+    /// The nearest existing directory of a write granted outside the workspace (approved
+    /// or covered by `allow_write`), pinned as the call found it before opening it.
+    Granted(&'a Path, WorkspacePin),
+}
+
+impl Beneath<'_> {
+    pub(super) fn directory(&self) -> &Path {
+        match self {
+            Beneath::Workspace(directory, _) | Beneath::Granted(directory, _) => directory,
+        }
+    }
+
+    pub(super) fn pin(&self) -> Option<WorkspacePin> {
+        match self {
+            Beneath::Workspace(_, pin) => *pin,
+            Beneath::Granted(_, pin) => Some(*pin),
+        }
+    }
+
+    /// `root` (the directory, symlinks resolved) as the messages name it.
+    pub(super) fn named(&self, root: &Path) -> String {
+        match self {
+            Beneath::Workspace(..) => format!("the workspace {}", root.display()),
+            Beneath::Granted(..) => format!("{}, the approved write's directory", root.display()),
+        }
+    }
+
+    /// The refusal when `root` is no longer the pinned directory.
+    pub(super) fn changed(&self, root: &Path) -> io::Error {
+        let message = match self {
+            Beneath::Workspace(..) => format!(
+                "the workspace {} is no longer the directory the session started in (it was \
+                 moved or replaced)",
+                root.display()
+            ),
+            Beneath::Granted(..) => format!(
+                "{} changed after the write was approved (it is no longer the directory that \
+                 was checked: moved or replaced); nothing was written",
+                root.display()
+            ),
+        };
+        io::Error::new(io::ErrorKind::PermissionDenied, message)
     }
 }
