@@ -118,6 +118,46 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_write_elsewhere() {
     );
 }
 
+/// A `git clone` rule covers a clone with harmless options whose value is the next word
+/// (`-b main`, `--depth 1`: the value is not a directory operand), while the options
+/// that run programs, a recursive clone and a directory named still are not covered.
+#[test]
+fn a_git_clone_rule_covers_options_with_harmless_values() {
+    let work = repository();
+    let covered = git_subcommand_rules(work.path(), &["clone", "init"]);
+    let url = "https://example.com/r.git";
+    for line in [
+        format!("git clone {url}"),
+        format!("git clone -b main {url}"),
+        format!("git clone --depth 1 {url}"),
+        format!("git clone -qb main --origin up --shallow-since 2024-01-01 {url}"),
+        format!("git clone --branch main --single-branch --no-tags --filter=blob:none {url}"),
+        format!("git clone --filter blob:none -j 4 -o up {url}"),
+        "git init -b main".to_string(),
+    ] {
+        assert_eq!(
+            assess_shell(&covered, Mode::Auto, &line),
+            Assessment::Allow { run_as: Mode::Ask },
+            "{line}"
+        );
+    }
+    let lines = [
+        "git clone -b main https://example.com/r.git /outside/copy",
+        "git clone --depth 1 https://example.com/r.git /outside/copy",
+        "git clone -c core.fsmonitor='touch /outside/f' https://example.com/r.git",
+        "git clone -b main -c core.fsmonitor='touch /outside/f' https://example.com/r.git",
+        "git clone --template=./tpl https://example.com/r.git",
+        "git clone -u 'touch /outside/f' https://example.com/r.git",
+        "git clone --upload-pack='touch /outside/f' https://example.com/r.git",
+        // git takes `--` as -b's value, and -u after it.
+        "git clone -b -- -u'touch /outside/f' https://example.com/r.git",
+        "git clone --recurse-submodules https://example.com/r.git",
+        "git clone --recursive https://example.com/r.git",
+        "git init -b main /outside/repo",
+    ];
+    assert_not_covered(&covered, &lines);
+}
+
 /// A git rule lets out of the sandbox only git commands that use the workspace's own
 /// repository, pinned when the policy was made (the session started), and only while it
 /// sets nothing that runs programs: not one made later beneath it (or reached through a

@@ -593,7 +593,9 @@ fn subcommand_reads(subcommand: &str, args: &[&str]) -> Verdict {
 /// Options of git subcommands that run a program they name, or make git run one later
 /// (a template's or a config's hooks, `core.fsmonitor`...): a rule for the subcommand
 /// (`git rebase`) does not cover them. Long ones also match as `--name=value`, short
-/// ones anywhere in a bundle (`-ix CMD`, `-xCMD`).
+/// ones anywhere in a bundle (`-ix CMD`, `-xCMD`). `clone --recurse-submodules` clones
+/// and checks out whatever the cloned `.gitmodules` names, the way git's recursive-clone
+/// code execution bugs went (CVE-2024-32002): not for a rule either.
 const RUNNING_OPTIONS: &[(&str, &[&str], &str)] = &[
     ("rebase", &["--exec"], "x"),
     ("push", &["--receive-pack", "--exec"], ""),
@@ -601,7 +603,11 @@ const RUNNING_OPTIONS: &[(&str, &[&str], &str)] = &[
     ("pull", &["--upload-pack"], ""),
     ("ls-remote", &["--upload-pack"], ""),
     ("archive", &["--exec", "--remote"], ""),
-    ("clone", &["--upload-pack", "--template", "--config"], "uc"),
+    (
+        "clone",
+        &["--upload-pack", "--template", "--config", "--recurse-submodules", "--recursive"],
+        "uc",
+    ),
     ("init", &["--template"], ""),
     ("difftool", &["--extcmd"], "x"),
     ("grep", &["--open-files-in-pager"], "O"),
@@ -658,6 +664,43 @@ const RUNS_ANYTHING: [&str; 3] = ["config", "filter-branch", "alias"];
 /// `init DIR`): with more operands than the one `clone` needs, not covered.
 const CREATES_AT: &[(&str, usize)] = &[("clone", 1), ("init", 0)];
 
+/// Options of a [`CREATES_AT`] subcommand whose value, the next word, is harmless
+/// (`clone -b main URL`): that word is not an operand. Any other word that is not an
+/// option counts as one, an unknown option's value too, which errs on the side of not
+/// covering.
+struct ValueOptions {
+    subcommand: &'static str,
+    long: &'static [&'static str],
+    /// Short ones, also at the end of a bundle of `flags` (`-qb main`).
+    short: &'static str,
+    /// The short options that take no value (any other letter might take the rest of
+    /// its bundle as its value: `-ub` is `-u b`).
+    flags: &'static str,
+}
+
+const VALUE_OPTIONS: &[ValueOptions] = &[
+    ValueOptions {
+        subcommand: "clone",
+        long: &[
+            "--branch",
+            "--origin",
+            "--depth",
+            "--shallow-since",
+            "--shallow-exclude",
+            "--filter",
+            "--jobs",
+        ],
+        short: "boj",
+        flags: "lsqvn46",
+    },
+    ValueOptions {
+        subcommand: "init",
+        long: &["--initial-branch", "--object-format", "--ref-format"],
+        short: "b",
+        flags: "q",
+    },
+];
+
 /// Whether `git ARGS` (the subcommand first) may run a program its arguments name, make
 /// git run one later, or write where its arguments say, so that no rule for the
 /// subcommand alone may cover it. `complete`: the arguments are all known (a computed
@@ -683,14 +726,14 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     {
         return true;
     }
-    // Counting every word that is not an option (an option's value too) errs on the
-    // side of not covering.
     if let Some((_, needed)) = creates
-        && rest.iter().filter(|arg| **arg != "--" && !arg.starts_with('-')).count() > *needed
+        && operand_count(subcommand, rest) > *needed
     {
         return true;
     }
-    before_dashes().any(|arg| {
+    // Every word, after `--` too: an option's value may be `--` (`clone -b -- -uCMD URL`
+    // runs CMD).
+    rest.iter().any(|arg| {
         options.iter().any(|(_, long, short)| {
             if let Some(name) = arg.strip_prefix("--") {
                 let name = name.split_once('=').map_or(name, |(name, _)| name);
@@ -703,4 +746,37 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
             }
         })
     })
+}
+
+/// How many operands `git SUBCOMMAND ARGS` has: the words that are neither options nor
+/// the value of one of its [`VALUE_OPTIONS`], and every word after `--`.
+fn operand_count(subcommand: &str, args: &[&str]) -> usize {
+    let options = VALUE_OPTIONS.iter().find(|options| options.subcommand == subcommand);
+    let mut count = 0;
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        if *arg == "--" {
+            return count + words.count();
+        }
+        if options.is_some_and(|options| options.value_follows(arg)) {
+            words.next();
+        } else if !arg.starts_with('-') {
+            count += 1;
+        }
+    }
+    count
+}
+
+impl ValueOptions {
+    /// Whether `arg` is one of the long options as a word of its own (not `--name=value`)
+    /// or a short one, alone or ending a bundle of flags: its value is the next word.
+    fn value_follows(&self, arg: &str) -> bool {
+        if arg.starts_with("--") {
+            return self.long.contains(&arg);
+        }
+        let Some(bundle) = arg.strip_prefix('-') else { return false };
+        let mut letters = bundle.chars();
+        letters.next_back().is_some_and(|last| self.short.contains(last))
+            && letters.all(|letter| self.flags.contains(letter))
+    }
 }
