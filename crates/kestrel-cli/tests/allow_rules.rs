@@ -250,3 +250,30 @@ fn a_git_rule_does_not_cover_a_repository_the_model_made() {
         .collect();
     assert!(written.is_empty(), "a hook ran outside the sandbox: {written:?}\n{results:?}");
 }
+
+/// A rule names a command as the user wrote it: the model, sandboxed, can make its
+/// operand a symlink out of the workspace first (dangling, so that touching it creates
+/// the target; or a directory on the way), and the covered command then stays in the
+/// sandbox, which keeps the outside read-only.
+#[test]
+fn an_allow_rule_does_not_follow_a_symlink_the_model_made_out_of_the_workspace() {
+    let out = outside();
+    let o = out.path().display().to_string();
+    let calls = vec![
+        shell(&format!("ln -s {o}/victim.txt a.txt && ln -s {o} d")),
+        shell("touch a.txt"),
+        shell("touch d/x"),
+    ];
+    let env = TestEnv::new(Wire::Chat, script(calls));
+    add_config(&env, "[permissions]\nallow = [\"touch a.txt\", \"touch d/x\"]");
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = tool_results(&env);
+    assert!(results.len() == 3 && !results[0].1, "{results:?}");
+    assert!(std::fs::symlink_metadata(env.work_path().join("d")).unwrap().is_symlink());
+    let written: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(written.is_empty(), "written through a symlink: {written:?}\n{results:?}");
+}

@@ -1,12 +1,13 @@
 //! What an allow rule covers through the permission policy's public API: the rule named
 //! for each part of a line, rules from config, compound lines that smuggle in something
-//! the rule does not cover, and the "always" rules offered beside a read-only git part.
+//! the rule does not cover, the "always" rules offered beside a read-only git part, and
+//! operands a symlink leads out of the workspace.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 
-use common::permission::{assess_shell, read_only, repository};
+use common::permission::{assess_shell, read_only, repository, shell};
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::{
     AllowList, AllowRule, Assessment, Concern, PermissionPolicy, SandboxStatus, analyze,
@@ -212,4 +213,81 @@ fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
             assert!(always.contains(&AllowRule::CommandPrefix("git status".into())), "{always:?}");
         }
     }
+}
+
+/// A workspace (a temporary directory) whose policy has a rule for each of `rules`, and
+/// a directory outside it.
+fn workspace_with_rules(
+    rules: &[&str],
+) -> (tempfile::TempDir, tempfile::TempDir, PermissionPolicy) {
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let rules: Vec<String> = rules.iter().map(|rule| rule.to_string()).collect();
+    let policy = PermissionPolicy::new(
+        work.path().to_path_buf(),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&rules, &[]),
+    );
+    (work, outside, policy)
+}
+
+/// Whether `line` runs outside the sandbox in auto and unasked in ask (covered), or in
+/// the sandbox and asked (not covered); panics on anything else.
+fn covered(policy: &PermissionPolicy, line: &str) -> bool {
+    let auto = policy.assess_confinement(Mode::Auto, "shell", &shell(line), false);
+    let ask = policy.assess_confinement(Mode::Ask, "shell", &shell(line), false);
+    match (auto, ask) {
+        ((Assessment::Allow { run_as: Mode::Ask }, true), (Assessment::Allow { .. }, true)) => true,
+        ((Assessment::Allow { run_as: Mode::Auto }, false), (Assessment::Ask { .. }, false)) => {
+            false
+        }
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+#[test]
+fn an_exact_rule_covers_its_operand_when_it_is_a_file_absent_or_a_symlink_inside() {
+    let (work, _outside, policy) = workspace_with_rules(&["touch a.txt"]);
+    assert!(covered(&policy, "touch a.txt"), "absent");
+    std::fs::write(work.path().join("a.txt"), "").unwrap();
+    assert!(covered(&policy, "touch a.txt"), "a regular file");
+    std::fs::remove_file(work.path().join("a.txt")).unwrap();
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(work.path().join("sub/b.txt"), work.path().join("a.txt")).unwrap();
+    assert!(covered(&policy, "touch a.txt"), "a symlink to a file inside");
+}
+
+/// The model, sandboxed, can make a covered command's operand a symlink first: the
+/// rule then does not let the command out of the sandbox (auto) or run it unasked (ask).
+#[test]
+fn an_exact_rule_does_not_cover_an_operand_a_symlink_leads_out_of_the_workspace() {
+    let rules = ["touch a.txt", "touch b.txt", "touch c.txt", "touch d/x", "touch x"];
+    let (work, outside, policy) = workspace_with_rules(&rules);
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "keep\n").unwrap();
+    let link = |name: &str, target: &Path| {
+        std::os::unix::fs::symlink(target, work.path().join(name)).unwrap();
+    };
+    link("a.txt", &victim);
+    link("b.txt", &outside.path().join("elsewhere/x"));
+    link("d", outside.path());
+    std::fs::create_dir(work.path().join(".git")).unwrap();
+    std::fs::write(work.path().join(".git/config"), "").unwrap();
+    link("c.txt", &work.path().join(".git/config"));
+    assert!(covered(&policy, "touch x"), "the plain operand");
+    let lines = [
+        // A symlink to a file outside, also behind a wrapper.
+        "touch a.txt",
+        "timeout 5 touch a.txt",
+        // A dangling symlink to outside: touching it creates its target.
+        "touch b.txt",
+        // A symlinked directory on the way, named or entered.
+        "touch d/x",
+        "cd d && touch x",
+        // A symlink to git metadata, guarded inside the workspace.
+        "touch c.txt",
+    ];
+    let lifted: Vec<&str> = lines.into_iter().filter(|line| covered(&policy, line)).collect();
+    assert!(lifted.is_empty(), "covered through a symlink: {lifted:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
 }

@@ -4,7 +4,7 @@
 //! read-only. A line the parser cannot follow is one concern: it is not known safe.
 
 use super::command::{self, RedirectKind, SimpleCommand, Word, is_name};
-use super::{git, read_only};
+use super::{git, operands, read_only};
 use crate::workspace::normalize;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +45,10 @@ pub enum Concern {
         /// when not known (after `cd $X`, with `GIT_*` set on it or earlier, with
         /// `--git-dir`...). `None` for any other command.
         git_dirs: Option<Vec<PathBuf>>,
+        /// The paths its literal operands may name, in every directory it may run in: a
+        /// rule does not cover it when a symlink leads one astray (see `operands.rs`).
+        /// `None` when it has a relative operand and its directory is not known.
+        operands: Option<Vec<PathBuf>>,
     },
     /// A redirection that writes a file.
     Write {
@@ -400,7 +404,9 @@ fn judge_command(
             .all(|(name, _)| HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
         let prefix = if harmless_only { prefix(words) } else { None };
         let git_dirs = git_dirs(command, words, location);
-        let concern = Concern::Command { text: shown, leading, complete, prefix, reason, git_dirs };
+        let operands = operands::candidates(words, location.places());
+        let concern =
+            Concern::Command { text: shown, leading, complete, prefix, reason, git_dirs, operands };
         if judged_on_files {
             analysis.judged_on_files.push(concern);
         } else {

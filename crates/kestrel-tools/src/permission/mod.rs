@@ -25,6 +25,7 @@ mod analysis;
 pub mod command;
 mod flags;
 mod git;
+mod operands;
 mod read_only;
 mod repository;
 
@@ -230,13 +231,17 @@ impl PermissionPolicy {
 
     /// Whether the allow rules cover every concern, and every part known read-only
     /// only by the files as they were (git): a covered line runs outside the sandbox,
-    /// after its covered parts may have changed those files.
+    /// after its covered parts may have changed those files. A covered command whose
+    /// operand a symlink leads out of the workspace is not covered (see `operands.rs`).
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
         parts.into_iter().all(|concern| match concern {
-            Concern::Command { leading, complete, git_dirs, .. } => {
+            Concern::Command { leading, complete, git_dirs, operands: paths, .. } => {
                 self.allowed.allows_command(leading, *complete)
                     && git_dirs.as_ref().is_none_or(|dirs| self.own_repository(dirs))
+                    && paths.as_ref().is_some_and(|paths| {
+                        !paths.iter().any(|path| operands::redirected(&self.cwd, path))
+                    })
             }
             Concern::Write { path: Some(path), .. } => self.write_covered(path),
             Concern::Write { path: None, .. }
