@@ -28,7 +28,7 @@ use kestrel_model::{
 };
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RecordEntry, RecordItem, SessionId, StopReason, Usage,
-    swarm::SwarmSessionTag,
+    WorkspaceRepository, swarm::SwarmSessionTag,
 };
 use kestrel_store::{KestrelHome, PermissionSettings, SessionRecord};
 use kestrel_tools::ToolRegistry;
@@ -146,7 +146,11 @@ impl Session {
             }
         }
         let sandbox = SandboxStatus::detect(settings.network);
-        let policy = PermissionPolicy::new(settings.cwd.clone(), sandbox, allowed);
+        // The repository its line began with, as the record keeps it (none in records
+        // older than that: then no git command is let out by a rule).
+        let repository = record.header().repository.clone().unwrap_or(WorkspaceRepository::None);
+        let policy = PermissionPolicy::new(settings.cwd.clone(), sandbox, allowed)
+            .with_repository(&repository);
         let checkpoints = Checkpointer::new(&settings.home, record.id().as_str());
         let workspace_pin = WorkspacePin::of(&settings.workspace).ok();
         Self {

@@ -12,7 +12,7 @@ use crate::swarm_role::{add_role_tools, role_note};
 use kestrel_model::{ClientOptions, ModelClient, ProviderConfig, ReasoningEffort, WireApi};
 use kestrel_protocol::{
     Mode, Notice, NoticeKind, RECORD_VERSION, RecordEntry, RecordHeader, RecordItem, SessionId,
-    StopReason, Timestamp, swarm::SwarmSessionTag,
+    StopReason, Timestamp, WorkspaceRepository, swarm::SwarmSessionTag,
 };
 use kestrel_store::{Config, KestrelHome, SessionRecord, WireApiSetting, split_model_ref};
 use kestrel_tools::mcp::McpServers;
@@ -274,6 +274,14 @@ fn new_session(
     let (provider_name, model_id) = split_model_ref(&model_ref)?;
     // Check the provider and key before anything is written.
     resolve_model(&launch.config, &launch.home, &model_ref, &launch.client_options)?;
+    // A subagent trusts the repository its parent does, never one made since.
+    let repository = match &parent_id {
+        Some(parent) => kestrel_store::read_header(&launch.home, parent)
+            .ok()
+            .and_then(|header| header.repository)
+            .unwrap_or(WorkspaceRepository::None),
+        None => kestrel_tools::permission::workspace_repository(&launch.cwd),
+    };
     let header = RecordHeader {
         id: SessionId::new(),
         version: RECORD_VERSION,
@@ -284,6 +292,7 @@ fn new_session(
         parent_id,
         forked_from: None,
         swarm,
+        repository: Some(repository),
     };
     let record = SessionRecord::create(&launch.home, header)?;
     start(launch, record, History::default(), &model_ref, approver)

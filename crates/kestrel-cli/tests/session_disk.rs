@@ -38,6 +38,7 @@ fn old_session(env: &TestEnv, id: &str, days_ago: i64) -> PathBuf {
         parent_id: None,
         forked_from: None,
         swarm: None,
+        repository: None,
     };
     let mut record = SessionRecord::create(&home, header).unwrap();
     let ts = Timestamp { millis: created_at.millis + 1 };

@@ -19,6 +19,6 @@ pub use ids::{SessionId, ToolCallId};
 pub use mode::Mode;
 pub use record::{
     ForkedFrom, Notice, NoticeKind, RECORD_VERSION, RecordEntry, RecordHeader, RecordHeaderLine,
-    RecordItem, RecordLine, StopReason, Usage,
+    RecordItem, RecordLine, StopReason, Usage, WorkspaceRepository,
 };
 pub use time::Timestamp;

@@ -27,6 +27,23 @@ pub struct RecordHeader {
     /// session. It brings the role's tools and mode back when the session is loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swarm: Option<SwarmSessionTag>,
+    /// The git repository of the workspace when the session's line began: taken when a
+    /// top-level or swarm session starts, copied to its subagents and forks, kept on
+    /// resume. The only repository whose git commands an allow rule lets out of the
+    /// sandbox (ARCHITECTURE §6). Absent in records older than it: none is trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<WorkspaceRepository>,
+}
+
+/// See [`RecordHeader::repository`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkspaceRepository {
+    /// The workspace was in no repository, or it could not be told which.
+    None,
+    /// git's directory for the workspace, by path and by device and inode (a directory
+    /// made later at the same path is another one), and its working tree's top.
+    Git { git_dir: String, work_tree: Option<String>, device: u64, inode: u64 },
 }
 
 /// Where a fork came from: the source session and the number of items copied.
@@ -207,6 +224,7 @@ mod tests {
             parent_id: None,
             forked_from: None,
             swarm: None,
+            repository: None,
         };
         let line = serde_json::to_string(&RecordLine::Header(RecordHeaderLine { header })).unwrap();
         assert_eq!(

@@ -30,7 +30,7 @@ pub use config::{
 pub use error::StoreError;
 pub use index::{SessionIndex, SessionSummary};
 pub use paths::{KestrelHome, ensure_dir, replace_file};
-pub use record::{SessionRecord, fork};
+pub use record::{SessionRecord, fork, read_header};
 pub use record_copy::{export_record, import_record};
 pub use replay::{Replay, read_record};
 pub use session_hold::SessionHold;

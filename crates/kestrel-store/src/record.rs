@@ -267,6 +267,8 @@ pub fn fork(
         forked_from: Some(ForkedFrom { session_id: source.clone(), items: count }),
         // A fork is the user's own session, not a role of the run.
         swarm: None,
+        // The same line of work: the repository its source trusted, not one made since.
+        repository: source_header.repository,
     };
     let mut record = SessionRecord::create(home, header.clone())?;
     record.write_line(&copied)?;
@@ -275,6 +277,23 @@ pub fn fork(
         record.first_prompt_indexed = true;
         let update = IndexUpdate { first_prompt: Some(text), ..IndexUpdate::default() };
         let _ = index::record_update(home, &header.id, update);
+    }
+    Ok(header)
+}
+
+/// The header of session `id`'s record, read without taking its lock (a subagent reads
+/// its running parent's). Fails as [`SessionRecord::open`] does, but never on a lock.
+pub fn read_header(home: &KestrelHome, id: &SessionId) -> Result<RecordHeader, StoreError> {
+    validate_id(id)?;
+    let path = locate(home, id)?;
+    let file =
+        File::open(&path).map_err(|source| StoreError::io("open the record", &path, source))?;
+    let header = RecordLines::new(BufReader::new(file), &path).header()?;
+    if header.id != *id {
+        return Err(StoreError::InvalidHeader {
+            reason: format!("its header names session {}, not {id}", header.id),
+            path,
+        });
     }
     Ok(header)
 }
@@ -347,6 +366,7 @@ mod tests {
             parent_id: None,
             forked_from: None,
             swarm: None,
+            repository: None,
         };
         let path = record_path(&KestrelHome::at("/k"), &header);
         assert_eq!(path, PathBuf::from("/k/sessions/2026/03/04/abc.jsonl"));

@@ -10,7 +10,7 @@
 #![allow(clippy::print_stdout)]
 
 use kestrel_protocol::Mode;
-use kestrel_tools::{ToolContext, ToolRegistry, builtin_tools};
+use kestrel_tools::{ToolContext, ToolRegistry, Unconfined, builtin_tools};
 use serde_json::json;
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -277,7 +277,7 @@ fn context(root: &Path) -> ToolContext {
         network: false,
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
-        unconfined: false,
+        unconfined: Unconfined::No,
         workspace_pin: None,
     }
 }

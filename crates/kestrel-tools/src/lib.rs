@@ -6,6 +6,7 @@ pub mod apply_patch;
 mod arguments;
 mod builtin;
 pub mod checkpoint;
+mod covered_line;
 mod diff;
 mod edit_file;
 mod glob;
@@ -39,7 +40,7 @@ pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
     ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition,
-    ToolFuture, ToolImage, ToolOutput, ToolRegistry, ToolSource,
+    ToolFuture, ToolImage, ToolOutput, ToolRegistry, ToolSource, Unconfined,
 };
 pub use update_plan::UpdatePlanTool;
 pub use web_fetch::WebFetchTool;

@@ -112,6 +112,11 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
+    /// The value of the variable `name` commands get.
+    pub(crate) fn variable(&self, name: &str) -> Option<&std::ffi::OsStr> {
+        self.variables.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_os_str())
+    }
+
     /// Gives `command` (a `bash -c`) the snapshot's variables instead of this process's,
     /// and its source through `BASH_ENV`. The snapshot must live until `command` has
     /// been spawned: the child inherits its descriptor.

@@ -15,6 +15,7 @@
 //! unconfined. Every command runs in a new session, without a controlling terminal.
 
 use crate::arguments::{self, optional_u64};
+use crate::covered_line;
 #[cfg(target_os = "linux")]
 use crate::login_shell::LoginShell;
 /// The login shell's environment a command runs in, when there is one.
@@ -24,7 +25,7 @@ type Snapshot = std::sync::Arc<crate::login_shell::Snapshot>;
 type Snapshot = ();
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::shell_workdir;
-use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, paths};
+use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, Unconfined, paths};
 use kestrel_platform::{
     MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, ShellStartup, process,
 };
@@ -119,7 +120,7 @@ impl ShellTool {
         let confined_read_only = match context.mode {
             Mode::Yolo => return Ok(Confinement::None),
             // Approved, or covered by the user's rules (the policy's decision).
-            Mode::Ask if context.unconfined => return Ok(Confinement::None),
+            Mode::Ask if context.unconfined != Unconfined::No => return Ok(Confinement::None),
             // Let through unasked as known read-only: in doubt, sandboxed.
             Mode::Ask => true,
             Mode::Auto => false,
@@ -152,8 +153,17 @@ impl ShellTool {
         script: &str,
         workdir: &Path,
         confinement: &Confinement,
-        cancel: &tokio_util::sync::CancellationToken,
+        context: &ToolContext,
     ) -> Result<(Command, Option<Snapshot>), ToolOutput> {
+        let cancel = &context.cancel;
+        // A line the rules let out of the sandbox is checked again as it starts.
+        let covered = |path: Option<&std::ffi::OsStr>| match &context.unconfined {
+            Unconfined::ByRules { repository } => {
+                covered_line::script(script, repository.as_ref(), path, &context.workspace)
+                    .map_err(ToolOutput::error)
+            }
+            Unconfined::No | Unconfined::Approved => Ok(script.to_string()),
+        };
         #[cfg(target_os = "linux")]
         {
             let capture = |capture_script: &str| {
@@ -166,7 +176,8 @@ impl ShellTool {
                 return Err(cancelled_before_start());
             }
             if let Some(snapshot) = snapshot {
-                let mut command = confinement.command(script, ShellStartup::Plain)?;
+                let script = covered(snapshot.variable("PATH"))?;
+                let mut command = confinement.command(&script, ShellStartup::Plain)?;
                 snapshot.apply(&mut command);
                 return Ok((command, Some(snapshot)));
             }
@@ -176,7 +187,9 @@ impl ShellTool {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = workdir;
-        Ok((confinement.command(script, ShellStartup::Login)?, None))
+        // The login profile's PATH is not known here: this process's stands in for it.
+        let script = covered(std::env::var_os("PATH").as_deref())?;
+        Ok((confinement.command(&script, ShellStartup::Login)?, None))
     }
 }
 
@@ -277,7 +290,7 @@ impl Tool for ShellTool {
             };
             let command = match self.confinement(context) {
                 Ok(confinement) => {
-                    self.command(&arguments.command, &workdir, &confinement, &context.cancel).await
+                    self.command(&arguments.command, &workdir, &confinement, context).await
                 }
                 Err(output) => Err(output),
             };

@@ -280,6 +280,7 @@ fn with_shape(mut output: ToolOutput, shape: &str) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Unconfined;
     use kestrel_protocol::Mode;
     use std::path::PathBuf;
     use tokio_util::sync::CancellationToken;
@@ -292,7 +293,7 @@ mod tests {
             network: false,
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
-            unconfined: false,
+            unconfined: Unconfined::No,
             workspace_pin: None,
         }
     }

@@ -33,16 +33,31 @@ pub struct ToolContext {
     /// rule covered it: exactly these files, nothing beside them
     /// ([`PermissionPolicy::granted_writes`](crate::permission::PermissionPolicy::granted_writes)).
     pub granted_writes: Vec<PathBuf>,
-    /// With `mode` ask: the policy let this one call run outside the sandbox (the user
-    /// approved it, or the allow rules cover it:
+    /// With `mode` ask: whether the policy let this one call run outside the sandbox
+    /// (the user approved it, or the allow rules cover it:
     /// [`PermissionPolicy::assess_confinement`](crate::permission::PermissionPolicy::assess_confinement)).
-    /// `false`, `shell` runs it in the read-only sandbox: the tool never judges the
-    /// line again, since what it reads may have changed since the policy's decision.
-    pub unconfined: bool,
+    /// `No`, `shell` runs it in the read-only sandbox: the tool never judges the line
+    /// again, since what it reads may have changed since the policy's decision.
+    pub unconfined: Unconfined,
     /// The workspace directory the session started in: outside `yolo` the file tools
     /// write beneath `workspace` only while it still names that directory. `None`: not
     /// checked.
     pub workspace_pin: Option<crate::workspace::WorkspacePin>,
+}
+
+/// Whether `shell` runs a call outside the sandbox in `ask` (the policy's decision).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Unconfined {
+    /// No: sandboxed as the mode says.
+    #[default]
+    No,
+    /// The user approved this call.
+    Approved,
+    /// The allow rules cover every part of the line. Its `git` commands run in
+    /// `repository` (the workspace's, pinned when the session began), whatever
+    /// repository git would find when they run: one a sandboxed process makes meanwhile
+    /// (`sub/.git` with hooks) is never used.
+    ByRules { repository: Option<crate::permission::PinnedRepository> },
 }
 
 impl ToolContext {

@@ -279,6 +279,7 @@ fn resolve_with_depth(path: &Path, depth: usize) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Unconfined;
     use tokio_util::sync::CancellationToken;
 
     fn context(root: &Path, mode: Mode) -> ToolContext {
@@ -289,7 +290,7 @@ mod tests {
             network: false,
             cancel: CancellationToken::new(),
             granted_writes: Vec::new(),
-            unconfined: false,
+            unconfined: Unconfined::No,
             workspace_pin: None,
         }
     }

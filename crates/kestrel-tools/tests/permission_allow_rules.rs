@@ -9,6 +9,7 @@ mod common;
 
 use common::permission::{assess_shell, read_only, repository, shell};
 use kestrel_protocol::Mode;
+use kestrel_tools::Unconfined;
 use kestrel_tools::permission::{
     AllowList, AllowRule, Assessment, Concern, PermissionPolicy, SandboxStatus, analyze,
 };
@@ -236,11 +237,17 @@ fn workspace_with_rules(
 fn covered(policy: &PermissionPolicy, line: &str) -> bool {
     let auto = policy.assess_confinement(Mode::Auto, "shell", &shell(line), false);
     let ask = policy.assess_confinement(Mode::Ask, "shell", &shell(line), false);
-    match (auto, ask) {
-        ((Assessment::Allow { run_as: Mode::Ask }, true), (Assessment::Allow { .. }, true)) => true,
-        ((Assessment::Allow { run_as: Mode::Auto }, false), (Assessment::Ask { .. }, false)) => {
-            false
+    let lifted = |unconfined: &Unconfined| matches!(unconfined, Unconfined::ByRules { .. });
+    match (&auto, &ask) {
+        ((Assessment::Allow { run_as: Mode::Ask }, a), (Assessment::Allow { .. }, b))
+            if lifted(a) && lifted(b) =>
+        {
+            true
         }
+        (
+            (Assessment::Allow { run_as: Mode::Auto }, Unconfined::No),
+            (Assessment::Ask { .. }, Unconfined::No),
+        ) => false,
         other => panic!("{line}: {other:?}"),
     }
 }

@@ -12,7 +12,7 @@ mod common;
 use common::{err, ok};
 use kestrel_platform::{Sandbox, SandboxUnavailable};
 use kestrel_protocol::Mode;
-use kestrel_tools::{ShellTool, ToolContext, ToolOutput, ToolRegistry};
+use kestrel_tools::{ShellTool, ToolContext, ToolOutput, ToolRegistry, Unconfined};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -135,7 +135,7 @@ async fn without_a_sandbox_auto_refuses_and_ask_runs_unconfined() {
     assert!(!workspace.path().join("ran.txt").exists(), "it must not run unconfined");
 
     // Approved calls run as in ask mode: unconfined.
-    let approved = ToolContext { unconfined: true, ..context(workspace.path(), Mode::Ask, false) };
+    let approved = ToolContext { unconfined: Unconfined::Approved, ..context(workspace.path(), Mode::Ask, false) };
     let output = shell(none(), &approved, "touch ran.txt").await;
     ok(&output);
     assert!(workspace.path().join("ran.txt").exists());
@@ -160,7 +160,7 @@ async fn in_ask_known_read_only_commands_run_confined_and_approved_ones_do_not()
         assert!(output.content.contains("Seccomp:\t2"), "{name}: {}", output.content);
         assert!(!workspace.path().join("made.txt").exists(), "{name}");
         // Not known read-only, so the policy asked and the user approved: unconfined.
-        let approved = ToolContext { unconfined: true, ..ctx.clone() };
+        let approved = ToolContext { unconfined: Unconfined::Approved, ..ctx.clone() };
         let output = shell(tool, &approved, &format!("touch made.txt && {status}")).await;
         assert!(ok(&output).contains("Seccomp:\t0"), "{name}: {}", output.content);
         assert!(workspace.path().join("made.txt").exists(), "{name}");

@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use kestrel_model::{ContentPart, Message, ToolCall};
 use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem, StopReason, Usage};
 use kestrel_tools::permission::{Assessment, save_rules};
-use kestrel_tools::{ToolContext, ToolImage, ToolOutput};
+use kestrel_tools::{ToolContext, ToolImage, ToolOutput, Unconfined};
 use std::path::PathBuf;
 use std::time::Instant;
 use tokio::sync::Semaphore;
@@ -60,7 +60,7 @@ impl Session {
                 network: self.settings.network,
                 cancel: cancel.clone(),
                 granted_writes: Vec::new(),
-                unconfined: false,
+                unconfined: Unconfined::No,
                 workspace_pin: self.workspace_pin,
             };
             let together = self.runs_together(&calls[index].name);
@@ -260,7 +260,7 @@ impl Session {
         call: &ToolCall,
         mode: Mode,
         cancel: &CancellationToken,
-    ) -> Result<(Mode, Vec<PathBuf>, bool), String> {
+    ) -> Result<(Mode, Vec<PathBuf>, Unconfined), String> {
         let read_only = self.tools.is_read_only(&call.name);
         let granted = self.policy.granted_writes(mode, &call.name, &call.arguments);
         let (assessment, covered) =
@@ -288,10 +288,10 @@ impl Session {
             },
         };
         match decision {
-            ApprovalDecision::AllowOnce => Ok((run_as, granted, true)),
+            ApprovalDecision::AllowOnce => Ok((run_as, granted, Unconfined::Approved)),
             ApprovalDecision::AllowAlways => {
                 self.policy.remember(&always);
-                Ok((run_as, granted, true))
+                Ok((run_as, granted, Unconfined::Approved))
             }
             ApprovalDecision::AllowAlwaysAndSave => {
                 self.policy.remember(&always);
@@ -302,7 +302,7 @@ impl Session {
                         Notice { kind: NoticeKind::Error, message, model: None, mode: None };
                     let _ = self.write(RecordItem::Notice { notice });
                 }
-                Ok((run_as, granted, true))
+                Ok((run_as, granted, Unconfined::Approved))
             }
             ApprovalDecision::Deny { reason } => Err(match reason {
                 Some(reason) => format!("the user denied `{}`: {reason}", call.name),

@@ -259,6 +259,7 @@ pub fn bench_header(created_at: Timestamp) -> RecordHeader {
         parent_id: None,
         forked_from: None,
         swarm: None,
+        repository: None,
     }
 }
 

@@ -35,6 +35,7 @@ fn session_with_usage(home: &KestrelHome, id: &str, tokens: u64) -> SessionId {
         parent_id: None,
         forked_from: None,
         swarm: None,
+        repository: None,
     };
     let mut record = crate::SessionRecord::create(home, header).unwrap();
     let usage = Usage { input_tokens: tokens, ..Usage::default() };

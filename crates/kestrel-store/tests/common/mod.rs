@@ -40,6 +40,7 @@ pub fn header(id: &str, created_at: Timestamp, cwd: &str) -> RecordHeader {
         parent_id: None,
         forked_from: None,
         swarm: None,
+        repository: None,
     }
 }
 

@@ -701,6 +701,20 @@ const VALUE_OPTIONS: &[ValueOptions] = &[
     },
 ];
 
+/// Whether `git ARGS` (global options first) makes a new repository (`clone`, `init`)
+/// rather than using the one it finds.
+pub(crate) fn creates_repository(args: &[&str]) -> bool {
+    let mut rest = args;
+    loop {
+        match rest {
+            ["-C", _, more @ ..] => rest = more,
+            [arg, more @ ..] if HARMLESS_GLOBAL.contains(arg) => rest = more,
+            [subcommand, ..] => return CREATES_AT.iter().any(|(name, _)| name == subcommand),
+            [] => return false,
+        }
+    }
+}
+
 /// Whether `git ARGS` (the subcommand first) may run a program its arguments name, make
 /// git run one later, or write where its arguments say, so that no rule for the
 /// subcommand alone may cover it. `complete`: the arguments are all known (a computed

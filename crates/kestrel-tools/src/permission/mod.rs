@@ -31,11 +31,13 @@ mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
+pub use repository::{PinnedRepository, workspace_repository};
 
+use crate::Unconfined;
 use crate::apply_patch::{FileOperation, parse_patch};
 use crate::workspace::{guarded_place, normalize, resolve_existing};
 use kestrel_platform::Sandbox;
-use kestrel_protocol::Mode;
+use kestrel_protocol::{Mode, WorkspaceRepository};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -76,9 +78,9 @@ pub struct PermissionPolicy {
     cwd: PathBuf,
     sandbox: SandboxStatus,
     allowed: AllowList,
-    /// The repository of the workspace when the session started: the only one whose
-    /// git commands a rule lets out of the sandbox.
-    repository: Option<repository::RepositoryPin>,
+    /// The repository of the workspace when the session's line began (its record keeps
+    /// it): the only one whose git commands a rule lets out of the sandbox.
+    repository: Option<PinnedRepository>,
 }
 
 /// The names of MCP tools start with this (`mcp__<server>__<tool>`).
@@ -88,10 +90,19 @@ const MCP_PREFIX: &str = "mcp__";
 const FILE_TOOLS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
 
 impl PermissionPolicy {
-    /// Call it when the session starts: it pins the repository of `cwd` as it is now.
+    /// It pins the repository of `cwd` as it is now; a session takes the one its record
+    /// keeps instead ([`with_repository`](Self::with_repository)).
     pub fn new(cwd: PathBuf, sandbox: SandboxStatus, allowed: AllowList) -> Self {
-        let repository = repository::RepositoryPin::of(&cwd);
+        let repository = repository::pinned(&cwd);
         Self { cwd, sandbox, allowed, repository }
+    }
+
+    /// The policy trusting `repository` (a record's [`workspace_repository`]) rather than
+    /// the one `cwd` is in now: a subagent or a resumed session must not trust a `.git`
+    /// made since its line began (by a sandboxed command, hooks and all).
+    pub fn with_repository(mut self, repository: &WorkspaceRepository) -> Self {
+        self.repository = PinnedRepository::from_record(repository);
+        self
     }
 
     /// The rules in force (from config and "allow always" answers).
@@ -124,7 +135,7 @@ impl PermissionPolicy {
 
     /// [`assess`](Self::assess), and whether an `Allow` lets `shell` run the line
     /// outside the sandbox because the allow rules cover it (pass it to the tool as
-    /// `ToolContext::unconfined`, with `true` for a call the user approved). Judged
+    /// `ToolContext::unconfined`, with `Approved` for a call the user approved). Judged
     /// once, here: a line let through as known read-only stays sandboxed even if what
     /// made it read-only (a repository's config) changes before it runs.
     pub fn assess_confinement(
@@ -133,18 +144,18 @@ impl PermissionPolicy {
         tool: &str,
         arguments: &str,
         read_only_tool: bool,
-    ) -> (Assessment, bool) {
+    ) -> (Assessment, Unconfined) {
         // An MCP tool's claim to be read-only is its server's (`readOnlyHint`): untrusted.
         let mcp = tool.starts_with(MCP_PREFIX);
         if mode == Mode::Yolo || (read_only_tool && !mcp) {
-            return (Assessment::Allow { run_as: mode }, false);
+            return (Assessment::Allow { run_as: mode }, Unconfined::No);
         }
         let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
         if tool == "shell" {
             return self.assess_shell(mode, &arguments);
         }
         if FILE_TOOLS.contains(&tool) {
-            return (self.assess_file_tool(mode, tool, &arguments), false);
+            return (self.assess_file_tool(mode, tool, &arguments), Unconfined::No);
         }
         let assessment = match mode {
             Mode::Auto | Mode::Yolo => Assessment::Allow { run_as: mode },
@@ -166,14 +177,14 @@ impl PermissionPolicy {
                 run_as: mode,
             },
         };
-        (assessment, false)
+        (assessment, Unconfined::No)
     }
 
     /// The assessment of a `shell` call, and whether the rules cover it.
-    fn assess_shell(&self, mode: Mode, arguments: &Value) -> (Assessment, bool) {
+    fn assess_shell(&self, mode: Mode, arguments: &Value) -> (Assessment, Unconfined) {
         // Bad arguments are the tool's to report; there is nothing to run.
         let Some(command) = arguments.get("command").and_then(Value::as_str) else {
-            return (Assessment::Allow { run_as: mode }, false);
+            return (Assessment::Allow { run_as: mode }, Unconfined::No);
         };
         let workdir = arguments.get("workdir").and_then(Value::as_str);
         let dir = match shell_workdir(&self.cwd, workdir) {
@@ -183,20 +194,19 @@ impl PermissionPolicy {
                     "not run: workdir {} is not an existing directory ({error})",
                     workdir.unwrap_or(".")
                 );
-                return (Assessment::Deny { reason }, false);
+                return (Assessment::Deny { reason }, Unconfined::No);
             }
         };
         let analysis = analyze(command, &dir);
+        let lift = if analysis.is_read_only() { None } else { self.lift(&analysis) };
         let unsandboxed = match (&self.sandbox, mode) {
             // A command the user's rules cover runs as approved (unconfined), as in ask:
             // the rule lifts what the sandbox would refuse (`git commit` writes `.git`).
-            (SandboxStatus::Available { .. }, Mode::Auto)
-                if !analysis.is_read_only() && self.covers(&analysis) =>
-            {
-                return (Assessment::Allow { run_as: Mode::Ask }, true);
-            }
             (SandboxStatus::Available { .. }, Mode::Auto) => {
-                return (Assessment::Allow { run_as: Mode::Auto }, false);
+                return match lift {
+                    Some(lift) => (Assessment::Allow { run_as: Mode::Ask }, lift),
+                    None => (Assessment::Allow { run_as: Mode::Auto }, Unconfined::No),
+                };
             }
             (SandboxStatus::Unavailable { reason }, Mode::Auto) => Some(reason.as_str()),
             (SandboxStatus::Available { .. } | SandboxStatus::Unavailable { .. }, _) => None,
@@ -204,7 +214,7 @@ impl PermissionPolicy {
         if analysis.is_read_only() {
             // Known read-only: never asks. In auto without a sandbox it runs as in ask.
             let run_as = if mode == Mode::Auto { Mode::Ask } else { mode };
-            return (Assessment::Allow { run_as }, false);
+            return (Assessment::Allow { run_as }, Unconfined::No);
         }
         let concerns: Vec<String> = analysis.concerns.iter().map(Concern::describe).collect();
         if mode == Mode::ReadOnly {
@@ -213,10 +223,10 @@ impl PermissionPolicy {
                  commands run; {}",
                 concerns.join("; ")
             );
-            return (Assessment::Deny { reason }, false);
+            return (Assessment::Deny { reason }, Unconfined::No);
         }
-        if self.covers(&analysis) {
-            return (Assessment::Allow { run_as: Mode::Ask }, true);
+        if let Some(lift) = lift {
+            return (Assessment::Allow { run_as: Mode::Ask }, lift);
         }
         let mut summary = match unsandboxed {
             Some(reason) => {
@@ -226,7 +236,41 @@ impl PermissionPolicy {
         };
         summary.push_str(&format!(" ({})", concerns.join("; ")));
         let always = self.rules_for(&analysis);
-        (Assessment::Ask { summary, always, run_as: Mode::Ask }, false)
+        (Assessment::Ask { summary, always, run_as: Mode::Ask }, Unconfined::No)
+    }
+
+    /// How a line runs outside the sandbox when the allow rules cover it, `None` when
+    /// they do not. Its git commands are pinned to the workspace's repository (a
+    /// `git -C elsewhere` in it too); a line that also makes one (`git clone`, `git
+    /// init`) is covered only when that is all its git does (pinned, those would write
+    /// into the workspace's repository).
+    fn lift(&self, analysis: &CommandAnalysis) -> Option<Unconfined> {
+        if !self.covers(analysis) {
+            return None;
+        }
+        let mut uses = false;
+        let mut creates = false;
+        for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
+            let Concern::Command { leading, git_dirs: Some(_), .. } = concern else { continue };
+            let args: Vec<&str> = leading
+                .iter()
+                .skip_while(|word| word.contains('='))
+                .skip(1)
+                .map(String::as_str)
+                .collect();
+            if git::creates_repository(&args) {
+                creates = true;
+            } else {
+                uses = true;
+            }
+        }
+        // Pinned also when no covered part is git: a read-only `git status` that runs
+        // first needs no rule, but would otherwise find whatever repository is there then.
+        match (uses, creates) {
+            (true, true) => None,
+            (_, false) => Some(Unconfined::ByRules { repository: self.repository.clone() }),
+            (false, true) => Some(Unconfined::ByRules { repository: None }),
+        }
     }
 
     /// Whether the allow rules cover every concern, and every part known read-only
@@ -256,11 +300,14 @@ impl PermissionPolicy {
     /// in the sandbox, then `cd sub && git commit`) has hooks and config of its making:
     /// its git commands stay in the sandbox whatever the rules.
     fn own_repository(&self, dirs: &[PathBuf]) -> bool {
-        let Some(pin) = self.repository else { return false };
+        let Some(pinned) = &self.repository else { return false };
+        let pin = repository::RepositoryPin::of_record(pinned);
         !dirs.is_empty()
             && dirs.iter().all(|dir| {
                 repository::RepositoryPin::of(dir) == Some(pin)
-                    && dir.canonicalize().is_ok_and(|real| repository::risk(&real).is_none())
+                    && dir
+                        .canonicalize()
+                        .is_ok_and(|real| repository::risk_unconfined(&real).is_none())
             })
     }
 

@@ -13,8 +13,9 @@
 //! the check nor pass for "nothing there". git reads the checked bytes, never the path.
 
 use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries};
-use crate::workspace::normalize;
-use kestrel_platform::read_small_regular;
+use crate::workspace::{normalize, resolve_existing};
+use kestrel_platform::{SandboxPolicy, read_small_regular};
+use kestrel_protocol::WorkspaceRepository;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -43,12 +44,20 @@ pub(crate) fn risk(dir: &Path) -> Option<String> {
     {
         return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
     }
-    risk_at(dir, 0)
+    risk_at(dir, 0, false)
+}
+
+/// [`risk`] for git run outside the sandbox by a rule: its hooks run too, so hooks that
+/// sandboxed commands can write (`core.hooksPath` into the working tree, as husky sets
+/// it, or a temp directory) are a risk as well.
+pub(crate) fn risk_unconfined(dir: &Path) -> Option<String> {
+    risk(dir).or_else(|| risk_at(dir, 0, true))
 }
 
 /// The repository git finds from a directory, by the device and inode of its git
-/// directory: the workspace's, pinned when the session starts, is the only one a git
-/// rule lets out of the sandbox (one the model makes, `git init sub`, is not).
+/// directory: the workspace's, pinned when the session's line began (its record keeps
+/// it), is the only one a git rule lets out of the sandbox (one the model makes, `git
+/// init sub`, is not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RepositoryPin {
     device: u64,
@@ -59,12 +68,72 @@ impl RepositoryPin {
     /// The repository git would use from `dir` (symlinks resolved, as git's own working
     /// directory is), `None` when there is none or it cannot be told.
     pub(crate) fn of(dir: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let real = dir.canonicalize().ok()?;
-        let found = find(&real).ok()??;
-        let metadata = std::fs::metadata(&found.git_dir).ok()?;
-        Some(Self { device: metadata.dev(), inode: metadata.ino() })
+        pinned(dir).map(|pinned| Self { device: pinned.device, inode: pinned.inode })
     }
+
+    /// The pin a record keeps.
+    pub(crate) fn of_record(repository: &PinnedRepository) -> Self {
+        Self { device: repository.device, inode: repository.inode }
+    }
+}
+
+/// A repository as a session pins it: where git's directory and its working tree are,
+/// and which directory that is (a directory made later at the same path is another).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedRepository {
+    pub git_dir: PathBuf,
+    /// `None` for a bare repository.
+    pub work_tree: Option<PathBuf>,
+    pub device: u64,
+    pub inode: u64,
+}
+
+impl PinnedRepository {
+    /// Whether `git_dir` still names the pinned directory.
+    pub fn still_there(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(&self.git_dir).is_ok_and(|meta| {
+            meta.is_dir() && meta.dev() == self.device && meta.ino() == self.inode
+        })
+    }
+
+    /// As a record keeps it.
+    pub fn from_record(repository: &WorkspaceRepository) -> Option<Self> {
+        match repository {
+            WorkspaceRepository::None => None,
+            WorkspaceRepository::Git { git_dir, work_tree, device, inode } => Some(Self {
+                git_dir: PathBuf::from(git_dir),
+                work_tree: work_tree.as_ref().map(PathBuf::from),
+                device: *device,
+                inode: *inode,
+            }),
+        }
+    }
+
+    pub fn to_record(&self) -> WorkspaceRepository {
+        WorkspaceRepository::Git {
+            git_dir: self.git_dir.display().to_string(),
+            work_tree: self.work_tree.as_ref().map(|top| top.display().to_string()),
+            device: self.device,
+            inode: self.inode,
+        }
+    }
+}
+
+/// The repository git uses from `dir` now, for a new session's record: what a git
+/// rule may let out of the sandbox for the whole line of sessions it begins.
+pub fn workspace_repository(dir: &Path) -> WorkspaceRepository {
+    pinned(dir).map_or(WorkspaceRepository::None, |pinned| pinned.to_record())
+}
+
+pub(crate) fn pinned(dir: &Path) -> Option<PinnedRepository> {
+    use std::os::unix::fs::MetadataExt;
+    let real = dir.canonicalize().ok()?;
+    let found = find(&real).ok()??;
+    let git_dir = found.git_dir.canonicalize().ok()?;
+    let metadata = std::fs::metadata(&git_dir).ok()?;
+    let work_tree = found.top.and_then(|top| top.canonicalize().ok());
+    Some(PinnedRepository { git_dir, work_tree, device: metadata.dev(), inode: metadata.ino() })
 }
 
 /// A repository as git finds it.
@@ -74,7 +143,7 @@ struct Found {
     top: Option<PathBuf>,
 }
 
-fn risk_at(dir: &Path, depth: usize) -> Option<String> {
+fn risk_at(dir: &Path, depth: usize, hooks_run: bool) -> Option<String> {
     let found = match find(dir) {
         Ok(Some(found)) => found,
         Ok(None) => return None,
@@ -136,6 +205,20 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
         }
         Some(path) => normalize(&found.top.clone().unwrap_or(found.git_dir.clone()).join(path)),
     };
+    if hooks_run && !hooks.starts_with(&common) && !hooks.starts_with(&found.git_dir) {
+        let real = resolve_existing(&hooks);
+        let writable = found.top.as_ref().is_some_and(|top| real.starts_with(top))
+            || SandboxPolicy::scratch_paths()
+                .iter()
+                .filter_map(|scratch| scratch.canonicalize().ok())
+                .any(|scratch| real.starts_with(scratch));
+        if writable {
+            return Some(format!(
+                "the repository's hooks are in {}, where sandboxed commands can write them",
+                hooks.display()
+            ));
+        }
+    }
     for hook in READING_HOOKS {
         let hook = hooks.join(hook);
         if hook.exists() {
@@ -161,7 +244,7 @@ fn risk_at(dir: &Path, depth: usize) -> Option<String> {
     for submodule in submodules {
         if submodule != top
             && submodule.join(".git").exists()
-            && let Some(reason) = risk_at(&submodule, depth + 1)
+            && let Some(reason) = risk_at(&submodule, depth + 1, hooks_run)
         {
             return Some(reason);
         }

@@ -46,6 +46,7 @@ pub fn header(cwd: &Path) -> RecordHeader {
         parent_id: None,
         forked_from: None,
         swarm: None,
+        repository: None,
     }
 }
 

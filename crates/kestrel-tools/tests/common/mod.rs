@@ -6,7 +6,7 @@
 pub mod permission;
 
 use kestrel_protocol::Mode;
-use kestrel_tools::{ToolContext, ToolOutput, builtin_tools};
+use kestrel_tools::{ToolContext, ToolOutput, Unconfined, builtin_tools};
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +19,7 @@ pub fn context(root: &Path, mode: Mode) -> ToolContext {
         network: false,
         cancel: CancellationToken::new(),
         granted_writes: Vec::new(),
-        unconfined: false,
+        unconfined: Unconfined::No,
         workspace_pin: None,
     }
 }

@@ -1,0 +1,133 @@
+//! A git rule lets out of the sandbox only the repository a session's line began with:
+//! the record keeps it, a resumed session and a subagent use the record's, never one a
+//! sandboxed command made since (hooks and all). And a line a rule covers does not run
+//! outside the sandbox when the login PATH holds a directory sandboxed commands can
+//! write. Through the real binary, in auto.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestEnv, Wire, read_lines, stderr, stdout};
+use kestrel_testkit::{Script, ScriptedToolCall, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
+
+fn shell(command: &str) -> Step {
+    Step::tool_calls(vec![ScriptedToolCall::new("shell", json!({ "command": command }))])
+}
+
+/// Makes a repository in the workspace, as the model can in the sandbox when there is
+/// none, whose pre-commit hook touches `marker` (outside the workspace).
+fn plant(marker: &Path) -> String {
+    format!(
+        "git init -q . && git config user.name T && git config user.email t@example.org && \
+         printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x \
+         .git/hooks/pre-commit",
+        marker.display()
+    )
+}
+
+const COMMIT: &str = "git commit -q --allow-empty -m x";
+
+fn with_rule(env: &TestEnv) {
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n[permissions]\nallow = [\"git commit\"]\n"));
+}
+
+fn all_tool_results(records: &[PathBuf]) -> Vec<(String, bool)> {
+    records
+        .iter()
+        .flat_map(|path| read_lines(path))
+        .filter(|item| item["type"] == "tool_result")
+        .map(|item| (item["output"].as_str().unwrap().to_string(), item["is_error"] == true))
+        .collect()
+}
+
+fn header(path: &Path) -> Value {
+    read_lines(path).remove(0)
+}
+
+#[test]
+fn a_resumed_session_does_not_trust_a_repository_made_since_it_began() {
+    let out = unconfined::unconfined_scratch();
+    let marker = out.path().join("hook-ran");
+    let script = Script::new([
+        shell(&plant(&marker)),
+        Step::text("planted"),
+        shell(COMMIT),
+        Step::text("committed?"),
+    ]);
+    let env = TestEnv::new(Wire::Chat, script);
+    with_rule(&env);
+    let first = env.kestrel(&["exec", "--json", "--mode", "auto", "go"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let line = stdout(&first).lines().next().unwrap().to_string();
+    let id =
+        serde_json::from_str::<Value>(&line).unwrap()["session_id"].as_str().unwrap().to_string();
+    let records = env.records();
+    assert_eq!(header(&records[0])["repository"], json!({"kind": "none"}));
+    assert!(env.work_path().join(".git/hooks/pre-commit").exists(), "{:?}", env.tool_results());
+
+    let resumed = env.kestrel(&["exec", "resume", &id, "commit it"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let results = env.tool_results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
+}
+
+#[test]
+fn a_subagent_trusts_the_repository_its_parent_began_with() {
+    let out = unconfined::unconfined_scratch();
+    let marker = out.path().join("hook-ran");
+    let task = ScriptedToolCall::new(
+        "task",
+        json!({"description": "commit", "prompt": "commit", "mode": "auto"}),
+    );
+    let script = Script::new([
+        shell(&plant(&marker)),
+        Step::tool_calls(vec![task]),
+        // The child's turn.
+        shell(COMMIT),
+        Step::text("child tried"),
+        Step::text("parent done"),
+    ]);
+    let env = TestEnv::new(Wire::Chat, script);
+    with_rule(&env);
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let records = env.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        assert_eq!(header(record)["repository"], json!({"kind": "none"}), "{record:?}");
+    }
+    let results = all_tool_results(&records);
+    // The child ran the commit in auto: in the sandbox, which keeps the new .git read-only.
+    assert!(results.iter().any(|(text, error)| *error && text.contains("sandbox")), "{results:?}");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
+}
+
+#[test]
+fn a_covered_line_stays_unrun_when_the_login_path_holds_a_writable_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let env = TestEnv::new(Wire::Chat, Script::new([shell("touch a.txt"), Step::text("done")]));
+    let bin = env.work_path().join("bin");
+    std::fs::write(
+        home.path().join(".bash_profile"),
+        format!("export PATH=\"{}:$PATH\"\n", bin.display()),
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch a.txt\"]\n"));
+    let output =
+        env.command(&["exec", "--mode", "auto", "go"]).env("HOME", home.path()).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = env.tool_results();
+    assert!(results[0].1 && results[0].0.contains("PATH holds"), "{results:?}");
+    assert!(results[0].0.contains(&bin.display().to_string()), "{results:?}");
+    assert!(!env.work_path().join("a.txt").exists());
+}

@@ -1,0 +1,107 @@
+//! A shell line the allow rules let out of the sandbox (`Unconfined::ByRules`), as it is
+//! run: checked once more right before, and its `git` pinned to the workspace's
+//! repository, so that what sandboxed processes did since the line was judged (a
+//! `sub/.git` with hooks, a program planted on PATH) cannot ride on the rule.
+
+use crate::permission::PinnedRepository;
+use crate::workspace::resolve_existing;
+use kestrel_platform::SandboxPolicy;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// The script that runs `line`: a `git` function first (`command git` with `GIT_DIR`
+/// and `GIT_WORK_TREE` of `repository`), then the line as written. A function, not
+/// exported variables: programs the line starts (a test suite making its own
+/// repositories) see git as usual. Fails, saying why, when the line must not run.
+pub(crate) fn script(
+    line: &str,
+    repository: Option<&PinnedRepository>,
+    path: Option<&OsStr>,
+    workspace: &Path,
+) -> Result<String, String> {
+    if let Some(entry) = writable_path_entry(path, workspace) {
+        return Err(format!(
+            "not run: the allow rules cover this command, so it would run outside the \
+             sandbox, but PATH holds {entry}, where sandboxed commands can write: a program \
+             put there could stand in for the one the rule names. Take {entry} out of PATH \
+             in the login profile to use the rule; the user can also approve the command \
+             in ask mode."
+        ));
+    }
+    let Some(repository) = repository else { return Ok(line.to_string()) };
+    if !repository.still_there() {
+        return Err(format!(
+            "not run: the allow rules cover this command for the workspace's repository, \
+             {}, but that is no longer the directory the session began with (it was \
+             replaced or removed), so its git commands would run another repository's \
+             hooks outside the sandbox",
+            repository.git_dir.display()
+        ));
+    }
+    let mut function = format!("git() {{ GIT_DIR={}", quote(&repository.git_dir));
+    if let Some(top) = &repository.work_tree {
+        function.push_str(&format!(" GIT_WORK_TREE={}", quote(top)));
+    }
+    function.push_str(" command git \"$@\"; }\n");
+    Ok(function + line)
+}
+
+/// The first entry of `path` that sandboxed commands can write (relative ones resolve
+/// against a directory in the workspace), shown as written.
+fn writable_path_entry(path: Option<&OsStr>, workspace: &Path) -> Option<String> {
+    let writable: Vec<PathBuf> = SandboxPolicy::workspace_write(workspace, false)
+        .writable
+        .iter()
+        .map(|place| resolve_existing(place))
+        .collect();
+    std::env::split_paths(path?).find_map(|entry| {
+        let shown =
+            if entry.as_os_str().is_empty() { ".".into() } else { entry.display().to_string() };
+        let real = resolve_existing(&entry);
+        let open = !entry.is_absolute() || writable.iter().any(|place| real.starts_with(place));
+        open.then_some(shown)
+    })
+}
+
+/// `path` as one shell word.
+fn quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_entries_in_the_workspace_or_relative_are_found() {
+        let workspace = tempfile::tempdir().unwrap();
+        let bin = workspace.path().join("bin");
+        let path = format!("/usr/bin:{}:/bin", bin.display());
+        assert_eq!(
+            writable_path_entry(Some(OsStr::new(&path)), workspace.path()),
+            Some(bin.display().to_string())
+        );
+        assert_eq!(
+            writable_path_entry(Some(OsStr::new("/usr/bin::/bin")), workspace.path()),
+            Some(".".into())
+        );
+        assert_eq!(
+            writable_path_entry(Some(OsStr::new("node_modules/.bin:/usr/bin")), workspace.path()),
+            Some("node_modules/.bin".into())
+        );
+        assert_eq!(writable_path_entry(Some(OsStr::new("/usr/bin:/bin")), workspace.path()), None);
+    }
+
+    #[test]
+    fn the_git_function_quotes_its_paths() {
+        let repository = PinnedRepository {
+            git_dir: PathBuf::from("/w/it's/.git"),
+            work_tree: Some(PathBuf::from("/w/it's")),
+            device: 0,
+            inode: 0,
+        };
+        // Not there: refused.
+        assert!(script("git status", Some(&repository), None, Path::new("/w")).is_err());
+        assert_eq!(quote(Path::new("/w/it's")), r"'/w/it'\''s'");
+    }
+}

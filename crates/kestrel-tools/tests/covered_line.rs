@@ -1,0 +1,115 @@
+//! A shell line the allow rules let out of the sandbox runs its git in the repository
+//! the session pinned, whatever git would find when it runs: a `.git` a sandboxed
+//! process made meanwhile (hooks and all) is never used, and a pinned repository that
+//! was replaced stops the line. A repository whose hooks sandboxed commands can write
+//! (`core.hooksPath` into the working tree, as husky sets it) is not let out at all.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::permission::{git_subcommand_rules, repository};
+use common::{call, context, err, ok};
+use kestrel_protocol::Mode;
+use kestrel_tools::permission::{Assessment, PinnedRepository, workspace_repository};
+use kestrel_tools::{ToolContext, Unconfined};
+use serde_json::json;
+use std::path::Path;
+
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn pinned(dir: &Path) -> PinnedRepository {
+    PinnedRepository::from_record(&workspace_repository(dir)).unwrap()
+}
+
+/// A context for a line the rules let out, pinned to `repository`.
+fn covered(work: &Path, repository: PinnedRepository) -> ToolContext {
+    ToolContext {
+        unconfined: Unconfined::ByRules { repository: Some(repository) },
+        ..context(work, Mode::Ask)
+    }
+}
+
+/// A repository at `dir` whose pre-commit hook touches `marker`.
+fn planted(dir: &Path, marker: &Path) {
+    git(dir, &["init", "-q"]);
+    let hook = dir.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test]
+async fn git_in_a_covered_line_runs_in_the_pinned_repository_not_one_made_since() {
+    let work = repository();
+    git(work.path(), &["config", "user.name", "T"]);
+    git(work.path(), &["config", "user.email", "t@example.org"]);
+    let pin = pinned(work.path());
+    // Made after the line was judged, as a sandboxed background process could.
+    let out = unconfined::unconfined_scratch();
+    let marker = out.path().join("hook-ran");
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    planted(&work.path().join("sub"), &marker);
+    let line = "cd sub && git rev-parse --absolute-git-dir && git commit -q --allow-empty -m x";
+    let output =
+        call(&covered(work.path(), pin.clone()), "shell", json!({ "command": line })).await;
+    let text = ok(&output);
+    assert!(text.contains(&pin.git_dir.display().to_string()), "{text}");
+    assert!(!marker.exists(), "the planted repository's hook ran: {text}");
+    assert_eq!(git(work.path(), &["log", "--format=%s"]), "x");
+    // Programs the line starts see git as usual (a test suite's own repositories).
+    let line = "cd sub && bash -c 'git rev-parse --absolute-git-dir'";
+    let output = call(&covered(work.path(), pin), "shell", json!({ "command": line })).await;
+    let sub = work.path().join("sub/.git").canonicalize().unwrap();
+    assert!(ok(&output).contains(&sub.display().to_string()), "{}", output.content);
+}
+
+#[tokio::test]
+async fn a_covered_line_does_not_run_when_the_pinned_repository_was_replaced() {
+    let work = repository();
+    let pin = pinned(work.path());
+    std::fs::rename(work.path().join(".git"), work.path().join("old.git")).unwrap();
+    git(work.path(), &["init", "-q"]);
+    let output = call(&covered(work.path(), pin), "shell", json!({ "command": "touch ran" })).await;
+    assert!(err(&output).contains("no longer the directory"), "{}", output.content);
+    assert!(!work.path().join("ran").exists());
+}
+
+#[test]
+fn hooks_that_sandboxed_commands_can_write_keep_git_in_the_sandbox() {
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["commit"]);
+    let line = json!({ "command": "git commit -m x" }).to_string();
+    let (assessment, unconfined) = policy.assess_confinement(Mode::Auto, "shell", &line, false);
+    assert_eq!(assessment, Assessment::Allow { run_as: Mode::Ask });
+    assert!(matches!(unconfined, Unconfined::ByRules { repository: Some(_) }), "{unconfined:?}");
+    // husky: hooks in the working tree, which the sandbox lets commands write.
+    git(work.path(), &["config", "core.hooksPath", ".husky"]);
+    let (assessment, unconfined) = policy.assess_confinement(Mode::Auto, "shell", &line, false);
+    assert_eq!(assessment, Assessment::Allow { run_as: Mode::Auto });
+    assert_eq!(unconfined, Unconfined::No);
+    // Reading commands never run those hooks: still read-only.
+    let status = json!({ "command": "git status" }).to_string();
+    let (assessment, _) = policy.assess_confinement(Mode::ReadOnly, "shell", &status, false);
+    assert_eq!(assessment, Assessment::Allow { run_as: Mode::ReadOnly });
+}
+
+#[test]
+fn a_line_that_makes_a_repository_and_uses_one_is_not_covered() {
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["init", "commit"]);
+    let judge = |line: &str| {
+        let line = json!({ "command": line }).to_string();
+        policy.assess_confinement(Mode::Auto, "shell", &line, false).1
+    };
+    // Pinned to the workspace's repository, `git init` would reinitialise it.
+    assert_eq!(judge("git init && git commit -m x"), Unconfined::No);
+    assert_eq!(judge("git init"), Unconfined::ByRules { repository: None });
+}
