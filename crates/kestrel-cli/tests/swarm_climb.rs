@@ -34,6 +34,9 @@ fn climb_keeps_only_the_improvement_and_says_why_for_each() {
     let finished = of_type(&events, "run_finished");
     assert_eq!(finished.last().unwrap()["state"], "done");
     assert_only_the_improvement_merged(&test, &run);
+    let land = format!("merge kestrel/{run}");
+    assert!(stderr(&output).contains("; land it with: git -C "), "{}", stderr(&output));
+    assert!(stderr(&output).contains(&land), "{}", stderr(&output));
 
     // The report says why for each, with both sides' numbers; the plot has two points.
     let report = std::fs::read_to_string(run_dir(&test, &run).join("climb.md")).unwrap();
@@ -151,6 +154,7 @@ fn a_metric_that_prints_no_number_fails_the_baseline_and_merges_nothing() {
     assert!(of_type(&events, "merged").is_empty());
     let merges = git(test.repo.path(), &["rev-list", "--merges", &format!("main..kestrel/{run}")]);
     assert!(merges.trim().is_empty(), "{merges}");
+    assert_nothing_to_land(&output);
     assert!(test.model_requests().is_empty(), "no planner without a baseline");
     let status = test.status_json(&run);
     assert!(status["climb"]["baseline_failure"].as_str().unwrap().contains("printed no number"));
@@ -257,6 +261,17 @@ fn a_failed_build_keeps_its_diff() {
     assert_eq!(decided[0]["diff"], json!({"files": 1, "insertions": 1, "deletions": 1}));
     let diff = std::fs::read_to_string(run_dir(&test, &run).join("logs/faster.diff")).unwrap();
     assert!(diff.contains("+30"), "{diff}");
+    // Its only experiment failed: nothing was merged, so there is nothing to land.
+    assert!(of_type(&events, "merged").is_empty());
+    assert_eq!(of_type(&events, "run_finished")[0]["land"], "nothing to land");
+    assert_nothing_to_land(&output);
+}
+
+/// The closing line of a climb that merged nothing says so, with no `git merge` to run.
+fn assert_nothing_to_land(output: &std::process::Output) {
+    let text = stderr(output);
+    assert!(text.contains("; nothing was merged, nothing to land"), "{text}");
+    assert!(!text.contains("land it with"), "{text}");
 }
 
 #[test]

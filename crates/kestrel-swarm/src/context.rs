@@ -8,7 +8,9 @@ use crate::events::EventLog;
 use crate::git::Git;
 use crate::ray::RayExecutor;
 use crate::verify::{Verification, VerifySpec, verify};
-use kestrel_protocol::swarm::{RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskSpec, TaskView};
+use kestrel_protocol::swarm::{
+    NOTHING_TO_LAND, RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskSpec, TaskView,
+};
 use kestrel_store::KestrelHome;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -170,6 +172,18 @@ impl Run {
             SwarmEvent::RunStarted { base, .. } => Some(base.clone()),
             _ => None,
         })
+    }
+
+    /// The command that brings the integration branch into the base branch, or
+    /// [`NOTHING_TO_LAND`] when no task (no experiment) was merged into it: it is still
+    /// the commit the run started from.
+    pub fn land(&self) -> String {
+        if !self.any_event(|event| matches!(event, SwarmEvent::Merged { .. })) {
+            return NOTHING_TO_LAND.to_string();
+        }
+        let repo = self.repo.dir().display();
+        let base = self.base().unwrap_or_else(|| "main".into());
+        format!("git -C {repo} checkout {base} && git -C {repo} merge {}", self.branch)
     }
 
     /// Runs `task`'s acceptance commands on `commit` in a fresh clone (one of the

@@ -5,7 +5,7 @@
 use crate::SwarmError;
 use kestrel_protocol::swarm::short_commit as short;
 use kestrel_protocol::swarm::{
-    RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView, median, number, spread,
+    NOTHING_TO_LAND, RunView, SwarmEntry, SwarmEvent, SwarmGraph, TaskView, median, number, spread,
 };
 use kestrel_store::SwarmRunDir;
 use std::sync::Arc;
@@ -167,13 +167,19 @@ pub fn describe(event: &SwarmEvent) -> Option<String> {
         SwarmEvent::ExperimentDecided { task, decision, reason, .. } => {
             format!("{task}: {}: {reason}", decision.as_str())
         }
-        SwarmEvent::RunFinished { state, branch, land, cost_usd } => format!(
-            "run {}: {branch} (${cost_usd:.4}); land it with: {land}",
-            serde_json::to_value(state)
+        SwarmEvent::RunFinished { state, branch, land, cost_usd } => {
+            let state = serde_json::to_value(state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        ),
+                .unwrap_or_default();
+            if land == NOTHING_TO_LAND {
+                format!(
+                    "run {state}: {branch} (${cost_usd:.4}); nothing was merged, nothing to land"
+                )
+            } else {
+                format!("run {state}: {branch} (${cost_usd:.4}); land it with: {land}")
+            }
+        }
     })
 }
 

@@ -12,7 +12,9 @@ use crate::plan::{Planned, plan};
 use crate::ray::RayExecutor;
 use crate::scheduler::{Outcome, schedule};
 use kestrel_protocol::SessionId;
-use kestrel_protocol::swarm::{RunEnd, SwarmEvent, SwarmGraph, TaskState, integration_branch};
+use kestrel_protocol::swarm::{
+    NOTHING_TO_LAND, RunEnd, SwarmEvent, SwarmGraph, TaskState, integration_branch,
+};
 use kestrel_store::{
     Config, Executor, KestrelHome, RunLock, SwarmRunDir, parse_graph, split_model_ref,
 };
@@ -293,9 +295,11 @@ pub async fn cancel(launch: Launch, run: &str, task: Option<&str>) -> Result<i32
     }
     if task.is_none() && view.ended.is_none() {
         let branch = view.branch.clone().unwrap_or_else(|| integration_branch(&run_id));
+        let merged =
+            log.entries().iter().any(|entry| matches!(entry.event, SwarmEvent::Merged { .. }));
         log.emit(SwarmEvent::RunFinished {
             state: RunEnd::Cancelled,
-            land: format!("git merge {branch}"),
+            land: if merged { format!("git merge {branch}") } else { NOTHING_TO_LAND.to_string() },
             branch,
             cost_usd: view.usage().cost_usd,
         })?;
@@ -541,7 +545,7 @@ async fn end_unplanned(run: &Run, state: RunEnd) -> Result<(), SwarmError> {
     let cost_usd = run.view().usage().cost_usd;
     run.emit(SwarmEvent::RunFinished {
         state,
-        land: "nothing to land".to_string(),
+        land: NOTHING_TO_LAND.to_string(),
         branch: run.branch.clone(),
         cost_usd,
     })

@@ -197,14 +197,7 @@ async fn finish(run: &Run) -> Result<Outcome, SwarmError> {
     } else {
         RunEnd::Failed
     };
-    let base = run.base();
-    let land = format!(
-        "git -C {} checkout {} && git -C {} merge {}",
-        run.repo.dir().display(),
-        base.unwrap_or_else(|| "main".into()),
-        run.repo.dir().display(),
-        run.branch
-    );
+    let land = run.land();
     let cost_usd = run.view().usage().cost_usd;
     run.emit(SwarmEvent::RunFinished { state: end, branch: run.branch.clone(), land, cost_usd })?;
     if end == RunEnd::Done {

@@ -326,7 +326,8 @@ pub enum SwarmEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<DiffSize>,
     },
-    /// The run ended; `land` is the command that brings the branch into the user's.
+    /// The run ended; `land` is the command that brings the branch into the user's, or
+    /// [`NOTHING_TO_LAND`] when nothing was merged into the branch.
     RunFinished {
         state: RunEnd,
         branch: String,
@@ -374,6 +375,10 @@ impl SwarmEvent {
 
 /// The trailer every merge commit of a run carries: `Kestrel-Swarm: <run>/<task>/<attempt>`.
 pub const MERGE_TRAILER: &str = "Kestrel-Swarm";
+
+/// `RunFinished`'s `land` when nothing was merged into the integration branch (it is
+/// where it started).
+pub const NOTHING_TO_LAND: &str = "nothing to land";
 
 /// The integration branch of `run`.
 pub fn integration_branch(run: &str) -> String {

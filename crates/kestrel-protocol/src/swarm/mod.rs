@@ -15,8 +15,8 @@ pub use climb::{
     number, short_commit, spread,
 };
 pub use event::{
-    FailedStage, MERGE_TRAILER, RunEnd, SwarmEntry, SwarmEvent, SwarmRole, SwarmSessionTag,
-    TurnUsage, integration_branch, task_branch,
+    FailedStage, MERGE_TRAILER, NOTHING_TO_LAND, RunEnd, SwarmEntry, SwarmEvent, SwarmRole,
+    SwarmSessionTag, TurnUsage, integration_branch, task_branch,
 };
 pub use graph::{MAX_TASK_ID_LEN, SwarmGraph, SwarmPlan, TaskSpec, valid_task_id};
 pub use state::{AttemptFailure, RoleSession, RunState, RunView, TaskState, TaskView};

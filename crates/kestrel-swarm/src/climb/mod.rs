@@ -438,13 +438,7 @@ async fn finish(climb: &Climb, end: RunEnd) -> Result<(), SwarmError> {
             }
         }
     }
-    let land = format!(
-        "git -C {} checkout {} && git -C {} merge {}",
-        run.repo.dir().display(),
-        run.base().unwrap_or_else(|| "main".into()),
-        run.repo.dir().display(),
-        run.branch
-    );
+    let land = run.land();
     let cost_usd = run.view().usage().cost_usd;
     run.emit(SwarmEvent::RunFinished { state: end, branch: run.branch.clone(), land, cost_usd })?;
     climb.write_report();
