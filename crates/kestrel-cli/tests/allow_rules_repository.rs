@@ -131,3 +131,33 @@ fn a_covered_line_stays_unrun_when_the_login_path_holds_a_writable_directory() {
     assert!(results[0].0.contains(&bin.display().to_string()), "{results:?}");
     assert!(!env.work_path().join("a.txt").exists());
 }
+
+#[test]
+fn a_line_kept_in_the_sandbox_by_an_uncovered_part_says_which() {
+    let line = "touch notes.txt && git commit -q --allow-empty -m x";
+    let env = TestEnv::new(Wire::Chat, Script::new([shell(line), Step::text("done")]));
+    let work = env.work_path();
+    for args in [
+        &["init", "-q"][..],
+        &["config", "user.name", "T"],
+        &["config", "user.email", "t@example.org"],
+    ] {
+        assert!(
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(&work)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    with_rule(&env);
+    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let results = env.tool_results();
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0].0.contains("allow rules cover part of this line, but not `touch notes.txt`"),
+        "{results:?}"
+    );
+}

@@ -113,3 +113,21 @@ fn a_line_that_makes_a_repository_and_uses_one_is_not_covered() {
     assert_eq!(judge("git init && git commit -m x"), Unconfined::No);
     assert_eq!(judge("git init"), Unconfined::ByRules { repository: None });
 }
+
+#[test]
+fn a_line_kept_in_the_sandbox_says_which_part_no_rule_covers() {
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["commit"]);
+    let note = |line: &str| policy.sandbox_note(&json!({ "command": line }).to_string());
+    let text = note("sed -i s/a/b/ f && git commit -m x").unwrap();
+    assert!(text.contains("`sed -i s/a/b/ f`") && text.contains("no rule covers it"), "{text}");
+    assert!(!text.contains("`git commit -m x`"), "{text}");
+    // A rule matches, but the repository is not the one the session began with.
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    git(&work.path().join("sub"), &["init", "-q"]);
+    let text = note("cd sub && git commit -m x").unwrap();
+    assert!(text.contains("not the one the session began with"), "{text}");
+    // Nothing a rule touches, or everything covered: nothing to say.
+    assert_eq!(note("sed -i s/a/b/ f"), None);
+    assert_eq!(note("git commit -m x"), None);
+}

@@ -101,7 +101,18 @@ impl Session {
                                 unconfined,
                                 ..context.clone()
                             };
-                            self.checked_call(call, &context).await?
+                            let mut output = self.checked_call(call, &context).await?;
+                            // Auto ran it sandboxed though a rule covers part of it: say
+                            // which part kept it there.
+                            if output.is_error
+                                && call.name == "shell"
+                                && context.mode == Mode::Auto
+                                && let Some(note) = self.policy.sandbox_note(&call.arguments)
+                            {
+                                output.content.push_str("\n");
+                                output.content.push_str(&note);
+                            }
+                            output
                         }
                         Err(refusal) => ToolOutput::error(refusal),
                     }

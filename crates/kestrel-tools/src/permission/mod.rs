@@ -83,6 +83,18 @@ pub struct PermissionPolicy {
     repository: Option<PinnedRepository>,
 }
 
+/// Why the rules do not cover a part of a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Uncovered {
+    NoRule,
+    /// No rule can cover it (a computed redirection, syntax not followed).
+    Uncoverable,
+    /// A rule matches, but an operand leads through a symlink out of the workspace.
+    Redirected,
+    /// A rule matches, but what it would run is not trusted (said why).
+    Because(String),
+}
+
 /// The names of MCP tools start with this (`mcp__<server>__<tool>`).
 const MCP_PREFIX: &str = "mcp__";
 
@@ -279,19 +291,82 @@ impl PermissionPolicy {
     /// operand a symlink leads out of the workspace is not covered (see `operands.rs`).
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
-        parts.into_iter().all(|concern| match concern {
+        parts.into_iter().all(|concern| self.uncovered(concern).is_none())
+    }
+
+    /// Why the rules do not cover one part of a line, `None` when they do.
+    fn uncovered(&self, concern: &Concern) -> Option<Uncovered> {
+        match concern {
             Concern::Command { leading, complete, git_dirs, operands: paths, .. } => {
-                self.allowed.allows_command(leading, *complete)
-                    && git_dirs.as_ref().is_none_or(|dirs| self.own_repository(dirs))
-                    && paths.as_ref().is_some_and(|paths| {
-                        !paths.iter().any(|path| operands::redirected(&self.cwd, path))
-                    })
+                if !self.allowed.allows_command(leading, *complete) {
+                    return Some(Uncovered::NoRule);
+                }
+                if git_dirs.as_ref().is_some_and(|dirs| !self.own_repository(dirs)) {
+                    return Some(Uncovered::Because(
+                        "its repository is not the one the session began with, or its config \
+                         or hooks can run programs"
+                            .into(),
+                    ));
+                }
+                match paths {
+                    None => Some(Uncovered::Because(
+                        "its operands are in a directory not known before the line runs".into(),
+                    )),
+                    Some(paths)
+                        if paths.iter().any(|path| operands::redirected(&self.cwd, path)) =>
+                    {
+                        Some(Uncovered::Redirected)
+                    }
+                    Some(_) => None,
+                }
             }
-            Concern::Write { path: Some(path), .. } => self.write_covered(path),
+            Concern::Write { path: Some(path), .. } if self.write_covered(path) => None,
+            Concern::Write { path: Some(_), .. } => Some(Uncovered::NoRule),
             Concern::Write { path: None, .. }
             | Concern::Opens { .. }
-            | Concern::Unparsed { .. } => false,
-        })
+            | Concern::Unparsed { .. } => Some(Uncovered::Uncoverable),
+        }
+    }
+
+    /// For a shell call auto ran in the sandbox although the allow rules cover part of
+    /// its line: which parts they do not cover and why, so that a failure on the
+    /// sandbox's limits says what would lift it. `None` when no rule covers any part.
+    pub fn sandbox_note(&self, arguments: &str) -> Option<String> {
+        let arguments: Value = serde_json::from_str(arguments).ok()?;
+        let command = arguments.get("command").and_then(Value::as_str)?;
+        let workdir = arguments.get("workdir").and_then(Value::as_str);
+        let analysis = analyze(command, &shell_workdir(&self.cwd, workdir).ok()?);
+        let parts: Vec<&Concern> =
+            analysis.concerns.iter().chain(&analysis.judged_on_files).collect();
+        let reasons: Vec<(&Concern, Uncovered)> =
+            parts.iter().filter_map(|part| Some((*part, self.uncovered(part)?))).collect();
+        // Everything covered (it ran outside), or nothing a rule touched.
+        let covered_some = reasons.len() < parts.len();
+        let blocked = reasons
+            .iter()
+            .any(|(_, why)| matches!(why, Uncovered::Redirected | Uncovered::Because(_)));
+        if reasons.is_empty() || !(covered_some || blocked) {
+            return None;
+        }
+        let listed: Vec<String> = reasons
+            .iter()
+            .map(|(part, why)| match why {
+                Uncovered::NoRule => format!("{} (no rule covers it)", part.describe()),
+                Uncovered::Uncoverable => format!("{} (no rule can cover it)", part.describe()),
+                Uncovered::Redirected => format!(
+                    "{} (an operand leads through a symlink out of the workspace or into its \
+                     metadata)",
+                    part.describe()
+                ),
+                Uncovered::Because(reason) => format!("{} ({reason})", part.describe()),
+            })
+            .collect();
+        Some(format!(
+            "Note: the user's allow rules cover part of this line, but not {}; so the whole \
+             line ran in the sandbox. A command a rule covers runs outside it only on a line \
+             where every part is covered: run it on its own.",
+            listed.join("; ")
+        ))
     }
 
     /// Whether a git command running in each of `dirs` uses the workspace's repository,
@@ -331,6 +406,12 @@ impl PermissionPolicy {
         let mut rules = Vec::new();
         for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
             let rule = match concern {
+                // The rule would not cover it either: "always" would ask again.
+                Concern::Command { .. }
+                    if self.uncovered(concern) == Some(Uncovered::Redirected) =>
+                {
+                    return Vec::new();
+                }
                 Concern::Command { prefix: Some(prefix), .. } => {
                     AllowRule::CommandPrefix(prefix.clone())
                 }
