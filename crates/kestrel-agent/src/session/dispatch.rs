@@ -109,7 +109,7 @@ impl Session {
                                 && context.mode == Mode::Auto
                                 && let Some(note) = self.policy.sandbox_note(&call.arguments)
                             {
-                                output.content.push_str("\n");
+                                output.content.push('\n');
                                 output.content.push_str(&note);
                             }
                             output
