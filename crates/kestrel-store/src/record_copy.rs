@@ -88,7 +88,7 @@ mod tests {
             parent_id: None,
             forked_from: None,
             swarm: None,
-        repository: None,
+            repository: None,
         }
     }
 

@@ -135,7 +135,10 @@ async fn without_a_sandbox_auto_refuses_and_ask_runs_unconfined() {
     assert!(!workspace.path().join("ran.txt").exists(), "it must not run unconfined");
 
     // Approved calls run as in ask mode: unconfined.
-    let approved = ToolContext { unconfined: Unconfined::Approved, ..context(workspace.path(), Mode::Ask, false) };
+    let approved = ToolContext {
+        unconfined: Unconfined::Approved,
+        ..context(workspace.path(), Mode::Ask, false)
+    };
     let output = shell(none(), &approved, "touch ran.txt").await;
     ok(&output);
     assert!(workspace.path().join("ran.txt").exists());

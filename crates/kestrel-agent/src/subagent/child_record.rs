@@ -215,7 +215,7 @@ mod tests {
             parent_id: Some(SessionId::new()),
             forked_from: None,
             swarm: None,
-        repository: None,
+            repository: None,
         };
         (id, SessionRecord::create(home, header).unwrap())
     }
