@@ -280,7 +280,7 @@ fn new_session(
             .ok()
             .and_then(|header| header.repository)
             .unwrap_or(WorkspaceRepository::None),
-        None => kestrel_tools::permission::workspace_repository(&launch.cwd),
+        None => kestrel_tools::permission::workspace_repository(&launch.cwd, &launch.home),
     };
     let header = RecordHeader {
         id: SessionId::new(),

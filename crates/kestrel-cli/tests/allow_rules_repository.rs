@@ -161,3 +161,30 @@ fn a_line_kept_in_the_sandbox_by_an_uncovered_part_says_which() {
         "{results:?}"
     );
 }
+
+#[test]
+fn a_new_session_does_not_trust_a_repository_a_sandboxed_command_made() {
+    let out = unconfined::unconfined_scratch();
+    let marker = out.path().join("hook-ran");
+    let script = Script::new([
+        shell(&plant(&marker)),
+        Step::text("planted"),
+        shell(COMMIT),
+        Step::text("?"),
+    ]);
+    let env = TestEnv::new(Wire::Chat, script);
+    with_rule(&env);
+    let first = env.kestrel(&["exec", "--mode", "auto", "plant"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    // A session of its own, begun with the model's repository in place.
+    let second = env.kestrel(&["exec", "--mode", "auto", "commit"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let records = env.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        assert_eq!(header(record)["repository"], json!({"kind": "none"}), "{record:?}");
+    }
+    let results = all_tool_results(&records);
+    assert!(results.iter().any(|(text, error)| *error && text.contains("sandbox")), "{results:?}");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
+}

@@ -87,6 +87,12 @@ impl KestrelHome {
         self.swarm_dir().join(run)
     }
 
+    /// `made-repositories`: the git directories sandboxed commands created (`device
+    /// inode path` a line): no session pins one as the workspace's repository.
+    pub fn made_repositories_file(&self) -> PathBuf {
+        self.root.join("made-repositories")
+    }
+
     /// `logs/`: daemon and worker logs.
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")

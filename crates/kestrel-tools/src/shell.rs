@@ -550,6 +550,10 @@ async fn warn_of_created_metadata(
     if created.is_empty() {
         return;
     }
+    // No later session of this home trusts a repository made here.
+    if let Ok(home) = KestrelHome::from_env() {
+        crate::permission::note_made(&home, &created);
+    }
     let names: Vec<String> = created.iter().map(|path| paths::display(context, path)).collect();
     output.content.push_str(&format!(
         "\nWarning: this command created {}, which did not exist before. The sandbox cannot \

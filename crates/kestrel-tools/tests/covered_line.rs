@@ -26,7 +26,9 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 fn pinned(dir: &Path) -> PinnedRepository {
-    PinnedRepository::from_record(&workspace_repository(dir)).unwrap()
+    let home = tempfile::tempdir().unwrap();
+    let home = kestrel_store::KestrelHome::at(home.path());
+    PinnedRepository::from_record(&workspace_repository(dir, &home)).unwrap()
 }
 
 /// A context for a line the rules let out, pinned to `repository`.

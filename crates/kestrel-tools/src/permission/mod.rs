@@ -31,7 +31,7 @@ mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
-pub use repository::{PinnedRepository, workspace_repository};
+pub use repository::{PinnedRepository, note_made, workspace_repository};
 
 use crate::Unconfined;
 use crate::apply_patch::{FileOperation, parse_patch};

@@ -16,6 +16,7 @@ use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries};
 use crate::workspace::{normalize, resolve_existing};
 use kestrel_platform::{SandboxPolicy, read_small_regular};
 use kestrel_protocol::WorkspaceRepository;
+use kestrel_store::KestrelHome;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -121,9 +122,41 @@ impl PinnedRepository {
 }
 
 /// The repository git uses from `dir` now, for a new session's record: what a git
-/// rule may let out of the sandbox for the whole line of sessions it begins.
-pub fn workspace_repository(dir: &Path) -> WorkspaceRepository {
-    pinned(dir).map_or(WorkspaceRepository::None, |pinned| pinned.to_record())
+/// rule may let out of the sandbox for the whole line of sessions it begins. None when
+/// a sandboxed command made it (`home`'s [`note_made`] list): hooks and all are then
+/// the model's.
+pub fn workspace_repository(dir: &Path, home: &KestrelHome) -> WorkspaceRepository {
+    match pinned(dir) {
+        Some(pinned) if !made(home, &pinned) => pinned.to_record(),
+        Some(_) | None => WorkspaceRepository::None,
+    }
+}
+
+/// Notes the repositories of `created` (`.git` entries a sandboxed command made) in
+/// `home`, so that no later session pins one. Best effort: a list that cannot be
+/// written loses only this defence, never a result.
+pub fn note_made(home: &KestrelHome, created: &[PathBuf]) {
+    use std::io::Write;
+    let lines: String = created
+        .iter()
+        .filter(|path| path.file_name().is_some_and(|name| name == ".git"))
+        .filter_map(|path| pinned(path.parent()?))
+        .map(|made| format!("{} {} {}\n", made.device, made.inode, made.git_dir.display()))
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    let file =
+        std::fs::OpenOptions::new().create(true).append(true).open(home.made_repositories_file());
+    if let Ok(mut file) = file {
+        let _ = file.write_all(lines.as_bytes());
+    }
+}
+
+fn made(home: &KestrelHome, repository: &PinnedRepository) -> bool {
+    let text = std::fs::read_to_string(home.made_repositories_file()).unwrap_or_default();
+    let key = format!("{} {} ", repository.device, repository.inode);
+    text.lines().any(|line| line.starts_with(&key))
 }
 
 pub(crate) fn pinned(dir: &Path) -> Option<PinnedRepository> {
