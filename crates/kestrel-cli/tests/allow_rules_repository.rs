@@ -47,6 +47,21 @@ fn all_tool_results(records: &[PathBuf]) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// A session script that plants a repository in one turn and commits in the next, under
+/// a `git commit` rule; the hook's marker path.
+fn planting_env(out: &Path) -> (TestEnv, PathBuf) {
+    let marker = out.join("hook-ran");
+    let script = Script::new([
+        shell(&plant(&marker)),
+        Step::text("planted"),
+        shell(COMMIT),
+        Step::text("?"),
+    ]);
+    let env = TestEnv::new(Wire::Chat, script);
+    with_rule(&env);
+    (env, marker)
+}
+
 fn header(path: &Path) -> Value {
     read_lines(path).remove(0)
 }
@@ -54,15 +69,7 @@ fn header(path: &Path) -> Value {
 #[test]
 fn a_resumed_session_does_not_trust_a_repository_made_since_it_began() {
     let out = unconfined::unconfined_scratch();
-    let marker = out.path().join("hook-ran");
-    let script = Script::new([
-        shell(&plant(&marker)),
-        Step::text("planted"),
-        shell(COMMIT),
-        Step::text("committed?"),
-    ]);
-    let env = TestEnv::new(Wire::Chat, script);
-    with_rule(&env);
+    let (env, marker) = planting_env(out.path());
     let first = env.kestrel(&["exec", "--json", "--mode", "auto", "go"]);
     assert!(first.status.success(), "{}", stderr(&first));
     let line = stdout(&first).lines().next().unwrap().to_string();
@@ -165,15 +172,7 @@ fn a_line_kept_in_the_sandbox_by_an_uncovered_part_says_which() {
 #[test]
 fn a_new_session_does_not_trust_a_repository_a_sandboxed_command_made() {
     let out = unconfined::unconfined_scratch();
-    let marker = out.path().join("hook-ran");
-    let script = Script::new([
-        shell(&plant(&marker)),
-        Step::text("planted"),
-        shell(COMMIT),
-        Step::text("?"),
-    ]);
-    let env = TestEnv::new(Wire::Chat, script);
-    with_rule(&env);
+    let (env, marker) = planting_env(out.path());
     let first = env.kestrel(&["exec", "--mode", "auto", "plant"]);
     assert!(first.status.success(), "{}", stderr(&first));
     // A session of its own, begun with the model's repository in place.
