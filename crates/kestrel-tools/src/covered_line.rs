@@ -38,7 +38,9 @@ pub(crate) fn script(
             repository.git_dir.display()
         ));
     }
-    let mut function = format!("git() {{ GIT_DIR={}", quote(&repository.git_dir));
+    // `function NAME`: an alias `git` from the login profile is not expanded here, as
+    // it would be in `git() {`, a syntax error then.
+    let mut function = format!("function git {{ GIT_DIR={}", quote(&repository.git_dir));
     if let Some(top) = &repository.work_tree {
         function.push_str(&format!(" GIT_WORK_TREE={}", quote(top)));
     }
@@ -90,6 +92,31 @@ mod tests {
             Some("node_modules/.bin".into())
         );
         assert_eq!(writable_path_entry(Some(OsStr::new("/usr/bin:/bin")), workspace.path()), None);
+    }
+
+    #[test]
+    fn the_git_function_runs_in_the_pinned_repository_despite_an_alias_and_a_quote() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("it's");
+        std::fs::create_dir(&work).unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git").args(args).current_dir(&work).output().unwrap()
+        };
+        assert!(git(&["init", "-q"]).status.success());
+        let repository = crate::permission::pinned(&work).unwrap();
+        let rc = dir.path().join("rc");
+        std::fs::write(&rc, "shopt -s expand_aliases\nalias git='git --no-pager'\n").unwrap();
+        let script =
+            script("cd / && git rev-parse --absolute-git-dir", Some(&repository), None, &work)
+                .unwrap();
+        let output = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("BASH_ENV", &rc)
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(printed.trim(), repository.git_dir.display().to_string());
     }
 
     #[test]

@@ -31,6 +31,8 @@ mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
+#[cfg(test)]
+pub(crate) use repository::pinned;
 pub use repository::{PinnedRepository, note_made, workspace_repository};
 
 use crate::Unconfined;
