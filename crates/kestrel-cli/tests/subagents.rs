@@ -528,9 +528,14 @@ async fn cancelling_a_parent_while_its_subagent_is_starting_cancels_the_subagent
     let cwd = test.env.work_path();
     let parent = client.new_session(&cwd).await;
     let turn = client.prompt(&parent, "wait for the subagent");
-    // The task call is announced as it starts; the daemon is still starting the child
-    // (a worker process, its session, its prompt) when the cancel comes.
+    // The cancel comes once the daemon has launched the child's worker and before the
+    // child's session and prompt are set up: without waiting for that, a cancel that
+    // overtakes the spawn request rightly starts no child at all.
     client.wait_update(&parent, "tool_call").await;
+    let log = test.env.home.path().join("logs/daemon.log");
+    let workers_started =
+        || std::fs::read_to_string(&log).unwrap_or_default().matches("started for session").count();
+    eventually("the daemon to launch the subagent's worker", || workers_started() >= 2).await;
     client.connection.notify("session/cancel", json!({"sessionId": parent})).await.unwrap();
     let answer = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap().unwrap();
     assert_eq!(answer["stopReason"], "cancelled");
