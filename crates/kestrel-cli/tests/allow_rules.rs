@@ -1,8 +1,9 @@
 //! What the user's rules and approvals let through, mode by mode, through the real
 //! binary: an `allow_write` rule lets the file tools write outside the workspace in ask
 //! and auto (exactly where its paths lead, never through a symlink out of it); an
-//! `allow` rule runs its command outside the sandbox in auto, as ask does, only when it
-//! covers every part of the command line.
+//! `allow` rule lifts what its command needs from auto's sandbox (a git rule: the
+//! repository's git directory), as ask lets it run unasked, only when it covers every
+//! part of the command line.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -86,7 +87,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-fn an_allow_rule_runs_its_command_outside_the_sandbox_in_auto() {
+fn an_allow_rule_lifts_the_sandboxs_refusal_for_its_command_in_auto() {
     let calls =
         || vec![shell("git commit -q --allow-empty -m 'by the agent'"), shell("git tag v1")];
     let repository = |env: &TestEnv| {

@@ -1,8 +1,8 @@
-//! A git rule lets out of the sandbox only the repository a session's line began with:
+//! A git rule lifts the sandbox only for the repository a session's line began with:
 //! the record keeps it, a resumed session and a subagent use the record's, never one a
-//! sandboxed command made since (hooks and all). And a line a rule covers does not run
-//! outside the sandbox when the login PATH holds a directory sandboxed commands can
-//! write. Through the real binary, in auto.
+//! sandboxed command made since (hooks and all). And in ask, a line a rule covers does
+//! not run outside the sandbox when the login PATH holds a directory sandboxed commands
+//! can write. Through the real binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -130,8 +130,9 @@ fn a_covered_line_stays_unrun_when_the_login_path_holds_a_writable_directory() {
     .unwrap();
     let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
     env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch a.txt\"]\n"));
+    // In auto the line runs in the sandbox, where a planted program is confined too.
     let output =
-        env.command(&["exec", "--mode", "auto", "go"]).env("HOME", home.path()).output().unwrap();
+        env.command(&["exec", "--mode", "ask", "go"]).env("HOME", home.path()).output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let results = env.tool_results();
     assert!(results[0].1 && results[0].0.contains("PATH holds"), "{results:?}");

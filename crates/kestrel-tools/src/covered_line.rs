@@ -1,8 +1,10 @@
-//! A shell line the allow rules let out of the sandbox (`Unconfined::ByRules`), as it is
-//! run: checked once more right before, and its `git` pinned to the workspace's
-//! repository, so that what sandboxed processes did since the line was judged (a
-//! `sub/.git` with hooks, a program planted on PATH) cannot ride on the rule.
+//! A shell line the allow rules cover, as it is run. In ask (`Unconfined::ByRules`) it
+//! runs outside the sandbox: checked once more right before, and its `git` pinned to the
+//! workspace's repository, so that what sandboxed processes did since the line was
+//! judged (a `sub/.git` with hooks, a program planted on PATH) cannot ride on the rule.
+//! In auto (`Unconfined::Lifted`) it runs in the sandbox, widened by what its rules need.
 
+use crate::Lift;
 use crate::permission::PinnedRepository;
 use crate::workspace::resolve_existing;
 use kestrel_platform::SandboxPolicy;
@@ -30,13 +32,7 @@ pub(crate) fn script(
     }
     let Some(repository) = repository else { return Ok(line.to_string()) };
     if !repository.still_there() {
-        return Err(format!(
-            "not run: the allow rules cover this command for the workspace's repository, \
-             {}, but that is no longer the directory the session began with (it was \
-             replaced or removed), so its git commands would run another repository's \
-             hooks outside the sandbox",
-            repository.git_dir.display()
-        ));
+        return Err(replaced(repository));
     }
     // `function NAME`: an alias `git` from the login profile is not expanded here, as
     // it would be in `git() {`, a syntax error then.
@@ -46,6 +42,89 @@ pub(crate) fn script(
     }
     function.push_str(" command git \"$@\"; }\n");
     Ok(function + line)
+}
+
+/// What git runs programs from, or finds other directories by, in a git directory: a
+/// lifted line keeps them read-only, since git outside the sandbox reads them later.
+const KEPT: [&str; 5] = ["config", "config.worktree", "commondir", "hooks", "modules"];
+/// Of those, directories made (empty, as `git init` makes `hooks`) when missing: only an
+/// existing path can be kept read-only.
+const MADE: [&str; 2] = ["hooks", "modules"];
+/// Of those, files that change what git reads only by appearing: one the line made is
+/// removed after it.
+const UNWANTED: [&str; 2] = ["commondir", "config.worktree"];
+
+/// What widening a policy for a line the allow rules cover in auto leaves to do after it.
+pub(crate) struct Widened {
+    /// [`UNWANTED`] files absent before the line.
+    absent: Vec<PathBuf>,
+}
+
+/// Widens `policy` by what `lift` names: the repository's git directory (and the
+/// common one of a linked worktree) writable but for [`KEPT`], the `allow_write` places
+/// writable. Fails, saying why, when the repository is no longer the pinned directory
+/// (a symlink swapped in would make its target writable).
+pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<Widened, String> {
+    let mut absent = Vec::new();
+    if let Some(repository) = &lift.repository {
+        if !repository.still_there() {
+            return Err(replaced(repository));
+        }
+        let git_dirs = git_dirs(&repository.git_dir);
+        policy.protected.retain(|path| !git_dirs.contains(&resolve_existing(path)));
+        for dir in &git_dirs {
+            for name in MADE {
+                let _ = std::fs::create_dir(dir.join(name));
+            }
+            absent.extend(UNWANTED.iter().map(|name| dir.join(name)).filter(|path| !path.exists()));
+            policy.protected.extend(KEPT.iter().map(|name| dir.join(name)));
+            policy.writable.push(dir.clone());
+        }
+    }
+    policy.writable.extend(lift.writable.iter().cloned());
+    Ok(Widened { absent })
+}
+
+impl Widened {
+    /// After the line: removes the [`UNWANTED`] files it made, saying so.
+    pub(crate) fn undo_unwanted(&self) -> Option<String> {
+        let made: Vec<String> = self
+            .absent
+            .iter()
+            .filter(|path| {
+                std::fs::symlink_metadata(path).is_ok() && std::fs::remove_file(path).is_ok()
+            })
+            .map(|path| path.display().to_string())
+            .collect();
+        (!made.is_empty()).then(|| {
+            format!(
+                "Kestrel removed {}: the line made it in the repository's git directory, \
+                 where it would change which config git reads.",
+                made.join(", ")
+            )
+        })
+    }
+}
+
+/// `git_dir` and, for a linked worktree, the common directory it names (`commondir`).
+fn git_dirs(git_dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![git_dir.to_path_buf()];
+    if let Ok(text) = std::fs::read_to_string(git_dir.join("commondir")) {
+        let common = resolve_existing(&git_dir.join(text.trim()));
+        if common.is_dir() && !dirs.contains(&common) {
+            dirs.push(common);
+        }
+    }
+    dirs
+}
+
+fn replaced(repository: &PinnedRepository) -> String {
+    format!(
+        "not run: the allow rules cover this command for the workspace's repository, {}, \
+         but that is no longer the directory the session began with (it was replaced or \
+         removed)",
+        repository.git_dir.display()
+    )
 }
 
 /// The first entry of `path` that sandboxed commands can write (relative ones resolve

@@ -39,7 +39,7 @@ pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use shell::{ShellLimits, ShellTool};
 pub use tool::{
-    ChangeText, FileChange, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition,
+    ChangeText, FileChange, Lift, PlanStep, PlanStepStatus, Tool, ToolContext, ToolDefinition,
     ToolFuture, ToolImage, ToolOutput, ToolRegistry, ToolSource, Unconfined,
 };
 pub use update_plan::UpdatePlanTool;

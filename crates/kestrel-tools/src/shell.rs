@@ -126,17 +126,22 @@ impl ShellTool {
             Mode::Auto => false,
             Mode::ReadOnly => true,
         };
+        let network = network(context);
         let mut policy = if confined_read_only {
-            SandboxPolicy::read_only(context.network)
+            SandboxPolicy::read_only(network)
         } else {
-            SandboxPolicy::workspace_write(&context.workspace, context.network)
+            SandboxPolicy::workspace_write(&context.workspace, network)
         };
         // Records, config and the daemon's socket: never the command's to change.
         if let Ok(home) = KestrelHome::from_env() {
             policy = policy.protect(home.root());
         }
-        match self.sandbox(context.network) {
-            Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy)),
+        let mut widened = None;
+        if let Unconfined::Lifted(lift) = &context.unconfined {
+            widened = Some(covered_line::widen(&mut policy, lift).map_err(ToolOutput::error)?);
+        }
+        match self.sandbox(network) {
+            Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy, widened)),
             // Read-only commands (by the policy's judgement) run without one.
             Err(_) if confined_read_only => Ok(Confinement::None),
             Err(unavailable) => Err(ToolOutput::error(format!(
@@ -162,7 +167,7 @@ impl ShellTool {
                 covered_line::script(script, repository.as_ref(), path, &context.workspace)
                     .map_err(ToolOutput::error)
             }
-            Unconfined::No | Unconfined::Approved => Ok(script.to_string()),
+            Unconfined::No | Unconfined::Approved | Unconfined::Lifted(_) => Ok(script.to_string()),
         };
         #[cfg(target_os = "linux")]
         {
@@ -197,24 +202,30 @@ fn cancelled_before_start() -> ToolOutput {
     ToolOutput::error("Command cancelled by the user before it started; nothing was run.")
 }
 
+/// Whether the call's command may use the network: as configured, or lifted for it.
+fn network(context: &ToolContext) -> bool {
+    context.network || matches!(&context.unconfined, Unconfined::Lifted(lift) if lift.network)
+}
+
 /// Where a command runs.
 enum Confinement {
     None,
-    Sandbox(Sandbox, SandboxPolicy),
+    /// In the sandbox; widened for a line the allow rules cover in auto.
+    Sandbox(Sandbox, SandboxPolicy, Option<covered_line::Widened>),
 }
 
 impl Confinement {
     fn policy(&self) -> Option<&SandboxPolicy> {
         match self {
             Confinement::None => None,
-            Confinement::Sandbox(_, policy) => Some(policy),
+            Confinement::Sandbox(_, policy, _) => Some(policy),
         }
     }
 
     fn command(&self, script: &str, startup: ShellStartup) -> Result<Command, ToolOutput> {
         match self {
             Confinement::None => Ok(process::shell_command_with(script, startup)),
-            Confinement::Sandbox(sandbox, policy) => sandbox
+            Confinement::Sandbox(sandbox, policy, _) => sandbox
                 .shell_command(script, startup, policy)
                 .map_err(|error| ToolOutput::error(error.to_string())),
         }
@@ -288,11 +299,17 @@ impl Tool for ShellTool {
                     ));
                 }
             };
-            let command = match self.confinement(context) {
+            let (command, widened) = match self.confinement(context) {
                 Ok(confinement) => {
-                    self.command(&arguments.command, &workdir, &confinement, context).await
+                    let command =
+                        self.command(&arguments.command, &workdir, &confinement, context).await;
+                    let widened = match confinement {
+                        Confinement::Sandbox(_, _, widened) => widened,
+                        Confinement::None => None,
+                    };
+                    (command, widened)
                 }
-                Err(output) => Err(output),
+                Err(output) => (Err(output), None),
             };
             // The snapshot is kept until the command is spawned (it inherits its source).
             let (command, _snapshot) = match command {
@@ -304,7 +321,7 @@ impl Tool for ShellTool {
                 timeout_ms,
                 limits: self.limits,
                 sandboxed: context.mode == Mode::Auto,
-                network: context.network,
+                network: network(context),
             };
             // The sandbox cannot forbid creating .git/.kestrel where none exist: look.
             let watch = match context.mode {
@@ -314,6 +331,9 @@ impl Tool for ShellTool {
             let mut output = run.execute(command, context).await;
             if let Some(watch) = watch {
                 warn_of_created_metadata(&mut output, watch, context).await;
+            }
+            if let Some(undone) = widened.and_then(|widened| widened.undo_unwanted()) {
+                output.content.push_str(&format!("\n\n{undone}"));
             }
             output
         })

@@ -33,10 +33,10 @@ pub struct ToolContext {
     /// rule covered it: exactly these files, nothing beside them
     /// ([`PermissionPolicy::granted_writes`](crate::permission::PermissionPolicy::granted_writes)).
     pub granted_writes: Vec<PathBuf>,
-    /// With `mode` ask: whether the policy let this one call run outside the sandbox
-    /// (the user approved it, or the allow rules cover it:
+    /// Whether the policy let this one call out of the sandbox, or (auto) widened the
+    /// sandbox for it (the user approved it, or the allow rules cover it:
     /// [`PermissionPolicy::assess_confinement`](crate::permission::PermissionPolicy::assess_confinement)).
-    /// `No`, `shell` runs it in the read-only sandbox: the tool never judges the line
+    /// `No`, `shell` runs it sandboxed as the mode says: the tool never judges the line
     /// again, since what it reads may have changed since the policy's decision.
     pub unconfined: Unconfined,
     /// The workspace directory the session started in: outside `yolo` the file tools
@@ -45,19 +45,40 @@ pub struct ToolContext {
     pub workspace_pin: Option<crate::workspace::WorkspacePin>,
 }
 
-/// Whether `shell` runs a call outside the sandbox in `ask` (the policy's decision).
+/// Whether `shell` runs a call outside the sandbox, or in a wider one (the policy's
+/// decision).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Unconfined {
     /// No: sandboxed as the mode says.
     #[default]
     No,
-    /// The user approved this call.
+    /// The user approved this call: it runs outside the sandbox.
     Approved,
-    /// The allow rules cover every part of the line. Its `git` commands run in
-    /// `repository` (the workspace's, pinned when the session began), whatever
+    /// In `ask` (or `auto` without a sandbox): the allow rules cover every part of the
+    /// line, a standing approval, so it runs outside the sandbox. Its `git` commands run
+    /// in `repository` (the workspace's, pinned when the session began), whatever
     /// repository git would find when they run: one a sandboxed process makes meanwhile
     /// (`sub/.git` with hooks) is never used.
     ByRules { repository: Option<crate::permission::PinnedRepository> },
+    /// In `auto`: the allow rules cover every part of the line. It runs in the sandbox
+    /// with only what the covered commands need lifted ([`Lift`]), so the programs
+    /// they start (a hook, a test the model wrote) stay confined, and processes the
+    /// model left running in the sandbox gain nothing from the rule.
+    Lifted(Lift),
+}
+
+/// What auto's sandbox lets a line the allow rules cover do beyond the usual.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lift {
+    /// The workspace's repository (pinned when the session began), when the line's
+    /// covered git commands write it: its git directory becomes writable, but for what
+    /// git runs programs from later (`config`, `hooks`, submodules' `modules`).
+    pub repository: Option<crate::permission::PinnedRepository>,
+    /// Places the user allowed writing (`allow_write` rules) that the line writes.
+    pub writable: Vec<PathBuf>,
+    /// Whether the line may use the network: it runs a covered command other than one
+    /// of git's local ones.
+    pub network: bool,
 }
 
 impl ToolContext {

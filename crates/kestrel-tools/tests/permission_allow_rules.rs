@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::permission::{assess_shell, read_only, repository, shell};
+use common::permission::{assess_shell, auto_lifts, read_only, repository, shell};
 use kestrel_protocol::Mode;
 use kestrel_tools::Unconfined;
 use kestrel_tools::permission::{
@@ -84,11 +84,7 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "bash -c 'git commit -m x'",
         "git commit -m x 2>/dev/null",
     ] {
-        assert_eq!(
-            assess_shell(&policy, Mode::Auto, covered),
-            Assessment::Allow { run_as: Mode::Ask },
-            "auto: {covered}"
-        );
+        assert!(auto_lifts(&policy, covered), "auto: {covered}");
         assert_eq!(
             assess_shell(&policy, Mode::Ask, covered),
             Assessment::Allow { run_as: Mode::Ask },
@@ -149,7 +145,7 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "git commit -m x; cat < \"$F\"",
         "git commit -m x; cat < $(echo /dev/tcp/127.0.0.1/9)",
     ] {
-        if assess_shell(&policy, Mode::Auto, abuse) != (Assessment::Allow { run_as: Mode::Auto }) {
+        if auto_lifts(&policy, abuse) {
             failures.push(format!("auto lifts the sandbox for {abuse:?}"));
         }
         if !matches!(assess_shell(&policy, Mode::Ask, abuse), Assessment::Ask { .. }) {
@@ -172,11 +168,7 @@ fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
     );
     for line in ["git status --short && touch a.txt", "git status; git log -1; touch a.txt"] {
         assert_eq!(assess_shell(&policy, Mode::Ask, line), Assessment::Allow { run_as: Mode::Ask });
-        assert_eq!(
-            assess_shell(&policy, Mode::Auto, line),
-            Assessment::Allow { run_as: Mode::Ask },
-            "{line}"
-        );
+        assert!(auto_lifts(&policy, line), "{line}");
     }
     // Harmless assignments do not stand in the way of the rule offered or of covering.
     let Assessment::Ask { always, .. } =
@@ -187,14 +179,8 @@ fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
     assert!(always.contains(&AllowRule::CommandPrefix("git status".into())), "{always:?}");
     let mut both = policy.clone();
     both.remember(&always);
-    assert_eq!(
-        assess_shell(&both, Mode::Auto, "touch a.txt && LC_ALL=C git status --short"),
-        Assessment::Allow { run_as: Mode::Ask }
-    );
-    assert_eq!(
-        assess_shell(&both, Mode::Auto, "touch a.txt && GIT_PAGER=cat git status --short"),
-        Assessment::Allow { run_as: Mode::Auto }
-    );
+    assert!(auto_lifts(&both, "touch a.txt && LC_ALL=C git status --short"));
+    assert!(!auto_lifts(&both, "touch a.txt && GIT_PAGER=cat git status --short"));
     for line in [
         "touch a.txt && git status --short",
         "git status --short | touch a.txt",
@@ -205,11 +191,7 @@ fn a_git_part_before_every_covered_part_needs_no_rule_of_its_own() {
         let Assessment::Ask { always, .. } = assess_shell(&policy, Mode::Ask, line) else {
             panic!("not asked: {line}");
         };
-        assert_eq!(
-            assess_shell(&policy, Mode::Auto, line),
-            Assessment::Allow { run_as: Mode::Auto },
-            "{line}"
-        );
+        assert!(!auto_lifts(&policy, line), "{line}");
         if line.starts_with("touch") {
             assert!(always.contains(&AllowRule::CommandPrefix("git status".into())), "{always:?}");
         }
@@ -235,19 +217,11 @@ fn workspace_with_rules(
 /// Whether `line` runs outside the sandbox in auto and unasked in ask (covered), or in
 /// the sandbox and asked (not covered); panics on anything else.
 fn covered(policy: &PermissionPolicy, line: &str) -> bool {
-    let auto = policy.assess_confinement(Mode::Auto, "shell", &shell(line), false);
+    let auto = auto_lifts(policy, line);
     let ask = policy.assess_confinement(Mode::Ask, "shell", &shell(line), false);
-    let lifted = |unconfined: &Unconfined| matches!(unconfined, Unconfined::ByRules { .. });
-    match (&auto, &ask) {
-        ((Assessment::Allow { run_as: Mode::Ask }, a), (Assessment::Allow { .. }, b))
-            if lifted(a) && lifted(b) =>
-        {
-            true
-        }
-        (
-            (Assessment::Allow { run_as: Mode::Auto }, Unconfined::No),
-            (Assessment::Ask { .. }, Unconfined::No),
-        ) => false,
+    match (auto, &ask) {
+        (true, (Assessment::Allow { .. }, Unconfined::ByRules { .. })) => true,
+        (false, (Assessment::Ask { .. }, Unconfined::No)) => false,
         other => panic!("{line}: {other:?}"),
     }
 }

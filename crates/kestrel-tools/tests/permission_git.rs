@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::permission::{assert_not_covered, assess_shell, git_subcommand_rules, repository};
+use common::permission::{
+    assert_not_covered, assess_shell, auto_lifts, git_subcommand_rules, repository,
+};
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::{AllowList, Assessment, PermissionPolicy, SandboxStatus};
 use std::path::Path;
@@ -22,11 +24,7 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
         &["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"],
     );
     for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
-        assert_eq!(
-            assess_shell(&covered, Mode::Auto, plain),
-            Assessment::Allow { run_as: Mode::Ask },
-            "{plain}"
-        );
+        assert!(auto_lifts(&covered, plain), "{plain}");
     }
     let lines = [
         "git rebase -x 'touch /outside/f' HEAD~1",
@@ -81,11 +79,7 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_write_elsewhere() {
     for plain in
         ["git apply patch.diff", "git format-patch -1", "git clone ../other", "git merge main"]
     {
-        assert_eq!(
-            assess_shell(&covered, Mode::Auto, plain),
-            Assessment::Allow { run_as: Mode::Ask },
-            "{plain}"
-        );
+        assert!(auto_lifts(&covered, plain), "{plain}");
     }
     assert_not_covered(
         &covered,
@@ -135,11 +129,7 @@ fn a_git_clone_rule_covers_options_with_harmless_values() {
         format!("git clone --filter blob:none -j 4 -o up {url}"),
         "git init -b main".to_string(),
     ] {
-        assert_eq!(
-            assess_shell(&covered, Mode::Auto, &line),
-            Assessment::Allow { run_as: Mode::Ask },
-            "{line}"
-        );
+        assert!(auto_lifts(&covered, &line), "{line}");
     }
     let lines = [
         "git clone -b main https://example.com/r.git /outside/copy",
@@ -165,11 +155,11 @@ fn a_git_clone_rule_covers_options_with_harmless_values() {
 #[test]
 fn a_git_rule_covers_only_the_workspace_repository_pinned_at_start() {
     let covered = |policy: &PermissionPolicy, line: &str| {
-        let auto = assess_shell(policy, Mode::Auto, line);
+        let auto = auto_lifts(policy, line);
         let ask = assess_shell(policy, Mode::Ask, line);
         match (auto, ask) {
-            (Assessment::Allow { run_as: Mode::Ask }, Assessment::Allow { .. }) => true,
-            (Assessment::Allow { run_as: Mode::Auto }, Assessment::Ask { .. }) => false,
+            (true, Assessment::Allow { .. }) => true,
+            (false, Assessment::Ask { .. }) => false,
             other => panic!("{line}: {other:?}"),
         }
     };
@@ -235,16 +225,9 @@ fn a_directory_git_takes_for_a_repository_by_its_commondir_is_not_the_pinned_one
         SandboxStatus::Available { description: "x".into() },
         AllowList::from_config(&["touch a.txt".into(), "git log".into()], &[]),
     );
-    assert_eq!(
-        assess_shell(&policy, Mode::Auto, "touch a.txt && git log"),
-        Assessment::Allow { run_as: Mode::Ask }
-    );
+    assert!(auto_lifts(&policy, "touch a.txt && git log"));
     for line in ["cd sub && git log", "touch a.txt && cd sub && git log"] {
-        assert_eq!(
-            assess_shell(&policy, Mode::Auto, line),
-            Assessment::Allow { run_as: Mode::Auto },
-            "{line}"
-        );
+        assert!(!auto_lifts(&policy, line), "{line}");
         assert!(matches!(assess_shell(&policy, Mode::Ask, line), Assessment::Ask { .. }), "{line}");
     }
 }

@@ -102,8 +102,8 @@ impl Session {
                                 ..context.clone()
                             };
                             let mut output = self.checked_call(call, &context).await?;
-                            // Auto ran it sandboxed though a rule covers part of it: say
-                            // which part kept it there.
+                            // Auto ran it sandboxed though a rule covers part or all of
+                            // it: say which part kept it there, or what was lifted.
                             if output.is_error
                                 && call.name == "shell"
                                 && context.mode == Mode::Auto

@@ -704,13 +704,29 @@ const VALUE_OPTIONS: &[ValueOptions] = &[
 /// Whether `git ARGS` (global options first) makes a new repository (`clone`, `init`)
 /// rather than using the one it finds.
 pub(crate) fn creates_repository(args: &[&str]) -> bool {
+    subcommand(args)
+        .is_some_and(|subcommand| CREATES_AT.iter().any(|(name, _)| *name == subcommand))
+}
+
+/// Subcommands that may reach another machine.
+const NETWORK: [&str; 9] =
+    ["clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote", "archive", "lfs"];
+
+/// Whether `git ARGS` (global options first) may use the network (`push`, `fetch`...).
+pub(crate) fn uses_network(args: &[&str]) -> bool {
+    subcommand(args).is_none_or(|subcommand| NETWORK.contains(&subcommand))
+}
+
+/// The subcommand of `git ARGS` (global options first), `None` when it cannot be told.
+fn subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
     let mut rest = args;
     loop {
         match rest {
             ["-C", _, more @ ..] => rest = more,
             [arg, more @ ..] if HARMLESS_GLOBAL.contains(arg) => rest = more,
-            [subcommand, ..] => return CREATES_AT.iter().any(|(name, _)| name == subcommand),
-            [] => return false,
+            [option, ..] if option.starts_with('-') => return None,
+            [subcommand, ..] => return Some(subcommand),
+            [] => return None,
         }
     }
 }

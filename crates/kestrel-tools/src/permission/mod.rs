@@ -8,9 +8,11 @@
 //!   `shell` runs in the OS sandbox. Writes to what the sandbox keeps read-only inside
 //!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is
 //!   never refused by parsing; only when no sandbox can be had does a command that is not
-//!   known read-only need approval. What the user's rules cover runs as in ask: a covered
-//!   command unsandboxed (only when the rules cover every part of the line), a
-//!   covered file write outside the workspace.
+//!   known read-only need approval. A line the user's rules cover in every part runs in
+//!   the sandbox with what they need lifted (the repository's git directory for a git
+//!   rule, the network, `allow_write` places: see `Lift`), not outside it: programs it
+//!   starts and processes left running stay confined. A covered file write outside
+//!   the workspace runs as in ask.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
 //!   tools need approval, unless an "always" rule covers them. An approved or covered
 //!   file write outside the workspace writes exactly the file its path resolved to
@@ -31,13 +33,74 @@ mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
+/// What the commands of a line do with git.
+#[derive(Default)]
+struct GitParts {
+    /// A git command uses the repository it finds (reading ones too).
+    uses: bool,
+    /// A git command not known read-only uses it (`commit`).
+    writes: bool,
+    /// A git command makes a repository (`clone`, `init`).
+    creates: bool,
+    /// A git command may reach the network.
+    network: bool,
+    /// A command not known read-only that is not git.
+    other: bool,
+}
+
+fn git_parts(analysis: &CommandAnalysis) -> GitParts {
+    let mut parts = GitParts::default();
+    let concerns = analysis.concerns.iter().map(|concern| (concern, true));
+    let read_only = analysis.judged_on_files.iter().map(|concern| (concern, false));
+    for (concern, writing) in concerns.chain(read_only) {
+        let Concern::Command { leading, git_dirs, .. } = concern else { continue };
+        if git_dirs.is_none() {
+            parts.other |= writing;
+            continue;
+        }
+        let args: Vec<&str> = leading
+            .iter()
+            .skip_while(|word| word.contains('='))
+            .skip(1)
+            .map(String::as_str)
+            .collect();
+        if git::creates_repository(&args) {
+            parts.creates = true;
+        } else {
+            parts.uses = true;
+            parts.writes |= writing;
+        }
+        parts.network |= writing && git::uses_network(&args);
+    }
+    parts
+}
+
+/// Why a line every part of which the rules cover still does not get what they lift,
+/// `None` when it does. A line that makes a repository and uses one: pinned, its git
+/// would write into the workspace's. In the sandbox, a git command that writes the
+/// repository beside a command that is not git: the repository would be writable for
+/// that command too (a test the model wrote).
+fn line_not_lifted(analysis: &CommandAnalysis, sandboxed: bool) -> Option<&'static str> {
+    let git = git_parts(analysis);
+    if git.creates && git.uses {
+        return Some("it both makes a repository and uses one: run them on separate lines");
+    }
+    if sandboxed && git.writes && git.other {
+        return Some(
+            "a git command that writes the repository runs with the repository writable only \
+             on a line of git commands: run it on its own",
+        );
+    }
+    None
+}
+
 #[cfg(test)]
 pub(crate) use repository::pinned;
 pub use repository::{PinnedRepository, note_made, workspace_repository};
 
-use crate::Unconfined;
 use crate::apply_patch::{FileOperation, parse_patch};
 use crate::workspace::{guarded_place, normalize, resolve_existing};
+use crate::{Lift, Unconfined};
 use kestrel_platform::Sandbox;
 use kestrel_protocol::{Mode, WorkspaceRepository};
 use serde_json::Value;
@@ -212,15 +275,15 @@ impl PermissionPolicy {
             }
         };
         let analysis = analyze(command, &dir);
-        let lift = if analysis.is_read_only() { None } else { self.lift(&analysis) };
+        let sandboxed =
+            mode == Mode::Auto && matches!(self.sandbox, SandboxStatus::Available { .. });
+        let lift = if analysis.is_read_only() { None } else { self.lift(&analysis, sandboxed) };
         let unsandboxed = match (&self.sandbox, mode) {
-            // A command the user's rules cover runs as approved (unconfined), as in ask:
-            // the rule lifts what the sandbox would refuse (`git commit` writes `.git`).
+            // A line the user's rules cover runs in the sandbox with what they need
+            // lifted (`git commit` writes `.git`): see `Lift`.
             (SandboxStatus::Available { .. }, Mode::Auto) => {
-                return match lift {
-                    Some(lift) => (Assessment::Allow { run_as: Mode::Ask }, lift),
-                    None => (Assessment::Allow { run_as: Mode::Auto }, Unconfined::No),
-                };
+                let lift = lift.unwrap_or_default();
+                return (Assessment::Allow { run_as: Mode::Auto }, lift);
             }
             (SandboxStatus::Unavailable { reason }, Mode::Auto) => Some(reason.as_str()),
             (SandboxStatus::Available { .. } | SandboxStatus::Unavailable { .. }, _) => None,
@@ -253,38 +316,35 @@ impl PermissionPolicy {
         (Assessment::Ask { summary, always, run_as: Mode::Ask }, Unconfined::No)
     }
 
-    /// How a line runs outside the sandbox when the allow rules cover it, `None` when
-    /// they do not. Its git commands are pinned to the workspace's repository (a
-    /// `git -C elsewhere` in it too); a line that also makes one (`git clone`, `git
-    /// init`) is covered only when that is all its git does (pinned, those would write
-    /// into the workspace's repository).
-    fn lift(&self, analysis: &CommandAnalysis) -> Option<Unconfined> {
-        if !self.covers(analysis) {
+    /// How a line the allow rules cover runs, `None` when they do not cover it: with
+    /// `sandboxed` (auto with a sandbox) in the sandbox with what its covered commands
+    /// need lifted, otherwise outside it with its git commands pinned to the workspace's
+    /// repository (a `git -C elsewhere` in it too).
+    fn lift(&self, analysis: &CommandAnalysis, sandboxed: bool) -> Option<Unconfined> {
+        if !self.covers(analysis) || line_not_lifted(analysis, sandboxed).is_some() {
             return None;
         }
-        let mut uses = false;
-        let mut creates = false;
-        for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
-            let Concern::Command { leading, git_dirs: Some(_), .. } = concern else { continue };
-            let args: Vec<&str> = leading
-                .iter()
-                .skip_while(|word| word.contains('='))
-                .skip(1)
-                .map(String::as_str)
-                .collect();
-            if git::creates_repository(&args) {
-                creates = true;
-            } else {
-                uses = true;
-            }
+        let git = git_parts(analysis);
+        if !sandboxed {
+            // Pinned also when no covered part is git: a read-only `git status` that runs
+            // first needs no rule, but would otherwise find whatever repository is there
+            // then. A line that only makes repositories has none to pin.
+            let repository = if git.creates && !git.uses { None } else { self.repository.clone() };
+            return Some(Unconfined::ByRules { repository });
         }
-        // Pinned also when no covered part is git: a read-only `git status` that runs
-        // first needs no rule, but would otherwise find whatever repository is there then.
-        match (uses, creates) {
-            (true, true) => None,
-            (_, false) => Some(Unconfined::ByRules { repository: self.repository.clone() }),
-            (false, true) => Some(Unconfined::ByRules { repository: None }),
-        }
+        let writable = analysis
+            .concerns
+            .iter()
+            .filter_map(|concern| match concern {
+                Concern::Write { path: Some(path), .. } => self.covering_rule(path),
+                _ => None,
+            })
+            .collect();
+        Some(Unconfined::Lifted(Lift {
+            repository: if git.writes { self.repository.clone() } else { None },
+            writable,
+            network: git.network || git.other,
+        }))
     }
 
     /// Whether the allow rules cover every concern, and every part known read-only
@@ -330,9 +390,10 @@ impl PermissionPolicy {
         }
     }
 
-    /// For a shell call auto ran in the sandbox although the allow rules cover part of
-    /// its line: which parts they do not cover and why, so that a failure on the
-    /// sandbox's limits says what would lift it. `None` when no rule covers any part.
+    /// For a shell call that failed in auto's sandbox although the allow rules cover
+    /// part of its line: which parts they do not cover and why, or (all covered) what
+    /// was lifted for it, so that a failure on the sandbox's limits says what would
+    /// lift it. `None` when no rule covers any part.
     pub fn sandbox_note(&self, arguments: &str) -> Option<String> {
         let arguments: Value = serde_json::from_str(arguments).ok()?;
         let command = arguments.get("command").and_then(Value::as_str)?;
@@ -342,7 +403,10 @@ impl PermissionPolicy {
             analysis.concerns.iter().chain(&analysis.judged_on_files).collect();
         let reasons: Vec<(&Concern, Uncovered)> =
             parts.iter().filter_map(|part| Some((*part, self.uncovered(part)?))).collect();
-        // Everything covered (it ran outside), or nothing a rule touched.
+        if reasons.is_empty() {
+            return Some(self.covered_line_note(&analysis));
+        }
+        // Nothing a rule touched.
         let covered_some = reasons.len() < parts.len();
         let blocked = reasons
             .iter()
@@ -371,6 +435,40 @@ impl PermissionPolicy {
         ))
     }
 
+    /// For a line the rules cover every part of that failed in auto's sandbox: what was
+    /// lifted for it and what the sandbox still refuses, or why nothing was lifted.
+    fn covered_line_note(&self, analysis: &CommandAnalysis) -> String {
+        if let Some(why) = line_not_lifted(analysis, true) {
+            return format!(
+                "Note: the user's allow rules cover every part of this line, but {why}; so \
+                 it ran in the sandbox as usual."
+            );
+        }
+        let Some(Unconfined::Lifted(lift)) = self.lift(analysis, true) else {
+            return "Note: the user's allow rules cover this line; it ran in the sandbox.".into();
+        };
+        let mut lifted = Vec::new();
+        if let Some(repository) = &lift.repository {
+            lifted.push(format!(
+                "{} writable but for its config, hooks and submodules",
+                repository.git_dir.display()
+            ));
+        }
+        lifted.extend(lift.writable.iter().map(|place| format!("{} writable", place.display())));
+        if lift.network {
+            lifted.push("the network on".into());
+        }
+        let lifted = if lifted.is_empty() { "nothing more".into() } else { lifted.join(", ") };
+        format!(
+            "Note: the user's allow rules cover this line, so in auto it ran in the sandbox \
+             with {lifted}. The sandbox still refuses what the rules do not name: writing \
+             git's config or hooks (`git push -u`, a tracking branch), unix sockets (an ssh \
+             agent, docker), writes outside the workspace, the temp directories and \
+             `allow_write` places. If that is why it failed, the user can switch to ask mode, \
+             where the rules let a covered line run outside the sandbox."
+        )
+    }
+
     /// Whether a git command running in each of `dirs` uses the workspace's repository,
     /// the one pinned when the session started, and that repository sets nothing that
     /// makes reading commands run programs. A repository the model made (`git init sub`
@@ -393,14 +491,22 @@ impl PermissionPolicy {
     /// guarded even from the sandbox (`.git`, `.kestrel`...) is covered only by a rule
     /// for exactly that file.
     fn write_covered(&self, path: &Path) -> bool {
+        self.covering_rule(path).is_some()
+    }
+
+    /// The place an `allow_write` rule covering `path` allows (symlinks resolved).
+    fn covering_rule(&self, path: &Path) -> Option<PathBuf> {
         let real = resolve_existing(path);
         if guarded_place(&self.cwd, path).is_some() {
-            return self.allowed.rules().contains(&AllowRule::Path(real));
+            return self.allowed.rules().contains(&AllowRule::Path(real.clone())).then_some(real);
         }
-        self.allowed
-            .rules()
-            .iter()
-            .any(|rule| matches!(rule, AllowRule::Path(allowed) if real.starts_with(resolve_existing(allowed))))
+        self.allowed.rules().iter().find_map(|rule| match rule {
+            AllowRule::Path(allowed) => {
+                let allowed = resolve_existing(allowed);
+                real.starts_with(&allowed).then_some(allowed)
+            }
+            _ => None,
+        })
     }
 
     /// The rules that would cover every concern; empty when some cannot be covered.

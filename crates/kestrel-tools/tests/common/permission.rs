@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use kestrel_protocol::Mode;
+use kestrel_tools::Unconfined;
 use kestrel_tools::permission::{AllowList, Assessment, PermissionPolicy, SandboxStatus, analyze};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,19 @@ pub fn shell(command: &str) -> String {
 
 pub fn assess_shell(policy: &PermissionPolicy, mode: Mode, command: &str) -> Assessment {
     policy.assess(mode, "shell", &shell(command), false)
+}
+
+/// Whether auto runs `line` in the sandbox widened by the allow rules (they cover it);
+/// panics unless auto runs it at all, sandboxed.
+pub fn auto_lifts(policy: &PermissionPolicy, line: &str) -> bool {
+    let (assessment, unconfined) =
+        policy.assess_confinement(Mode::Auto, "shell", &shell(line), false);
+    assert_eq!(assessment, Assessment::Allow { run_as: Mode::Auto }, "{line}");
+    match unconfined {
+        Unconfined::Lifted(_) => true,
+        Unconfined::No => false,
+        other => panic!("{line}: {other:?}"),
+    }
 }
 
 /// A fresh git repository in a temporary directory: git rules cover only commands in
@@ -58,7 +72,7 @@ pub fn assert_not_covered(covered: &PermissionPolicy, lines: &[&str]) {
     let bare = git_subcommand_rules(Path::new("/w"), &[]);
     let mut failures = Vec::new();
     for &line in lines {
-        if assess_shell(covered, Mode::Auto, line) != (Assessment::Allow { run_as: Mode::Auto }) {
+        if auto_lifts(covered, line) {
             failures.push(format!("auto lifts the sandbox for {line:?}"));
         }
         match assess_shell(covered, Mode::Ask, line) {
