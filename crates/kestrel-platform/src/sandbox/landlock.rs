@@ -12,6 +12,7 @@ use super::SandboxPolicy;
 use super::capabilities;
 use super::mounts::ReadOnlyTree;
 use super::namespace::Namespaces;
+use super::pid_namespace;
 use super::seccomp::SocketFilter;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -163,7 +164,8 @@ fn confined(abi: u32, mut command: Command, policy: &SandboxPolicy) -> io::Resul
             capabilities::no_new_privileges()?;
             restrict_self(&ruleset)?;
             capabilities::drop_all()?;
-            filter.install()
+            filter.install()?;
+            pid_namespace::fork_into()
         }
     };
     // SAFETY: the hook only makes system calls on data prepared before the fork.

@@ -19,6 +19,8 @@ mod mounts;
 #[cfg(target_os = "linux")]
 mod namespace;
 #[cfg(target_os = "linux")]
+mod pid_namespace;
+#[cfg(target_os = "linux")]
 mod seccomp;
 
 pub use metadata::{METADATA_DEPTH, MetadataWatch};

@@ -1,7 +1,8 @@
 //! Namespaces the Landlock backend's child enters before it execs: a new network
 //! namespace when the network is off, where no interface is up (not even loopback), so
-//! nothing on the host, `127.0.0.1` included, can be reached; and a new mount namespace
-//! for its read-only view of the file system (see `mounts`). Without `CAP_SYS_ADMIN`
+//! nothing on the host, `127.0.0.1` included, can be reached; a new mount namespace
+//! for its read-only view of the file system (see `mounts`); and a new PID namespace
+//! for what it starts (see `pid_namespace`). Without `CAP_SYS_ADMIN`
 //! they are created inside a new user namespace that maps the caller's own uid and gid,
 //! so files keep their owner.
 
@@ -22,7 +23,7 @@ pub(super) struct Namespaces {
 
 impl Namespaces {
     /// A new network namespace when `network` is false, a new mount namespace when
-    /// `mounts` is true.
+    /// `mounts` is true, and a new PID namespace.
     pub(super) fn new(network: bool, mounts: bool) -> io::Result<Self> {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -34,6 +35,8 @@ impl Namespaces {
         if mounts {
             flags |= libc::CLONE_NEWNS;
         }
+        // For the command's children: see `pid_namespace`.
+        flags |= libc::CLONE_NEWPID;
         Ok(Self {
             flags,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
