@@ -130,17 +130,18 @@ fn scratch_paths_include_tmp_and_the_null_device() {
     assert!(policy.network);
 }
 
-/// What a sandboxed command starts ends with it, a `setsid -f` daemon too (bubblewrap's
+/// What a contained command starts ends with it, a `setsid -f` daemon too (bubblewrap's
 /// PID namespace, and Landlock's own), and its exit status comes through.
 #[tokio::test]
-async fn what_a_sandboxed_command_leaves_running_ends_with_it() {
+async fn what_a_contained_command_leaves_running_ends_with_it() {
     for sandbox in backends() {
         let name = sandbox.describe();
         let workspace = scratch();
+        let contained = SandboxPolicy { contained: true, ..policy(workspace.path(), false) };
         let script = "setsid -f sh -c 'while :; do echo x >> tick; sleep 0.05; done' \
                       </dev/null >/dev/null 2>&1; until [ -s tick ]; do sleep 0.05; done; \
                       echo started";
-        let (ok, output) = run_in_workspace(&sandbox, workspace.path(), script).await;
+        let (ok, output) = run(&sandbox, &contained, workspace.path(), script).await;
         assert!(ok && output.contains("started"), "{name}: {output}");
         let tick = workspace.path().join("tick");
         let size = || std::fs::metadata(&tick).unwrap().len();
@@ -148,8 +149,7 @@ async fn what_a_sandboxed_command_leaves_running_ends_with_it() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         assert_eq!(size(), before, "{name}: a process the command left is still running");
 
-        let policy = policy(workspace.path(), false);
-        let mut command = sandbox.command("exit 3", &policy).unwrap();
+        let mut command = sandbox.command("exit 3", &contained).unwrap();
         let status = command.current_dir(workspace.path()).status().await.unwrap();
         assert_eq!(status.code(), Some(3), "{name}");
     }

@@ -82,6 +82,8 @@ pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<Widened, 
         }
     }
     policy.writable.extend(lift.writable.iter().cloned());
+    // Nothing the line starts keeps what it was allowed after it.
+    policy.contained = true;
     Ok(Widened { absent })
 }
 

@@ -296,3 +296,17 @@ fn a_line_kept_in_the_sandbox_says_which_part_no_rule_covers() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn what_a_lifted_line_leaves_running_ends_with_it() {
+    let work = tempfile::tempdir().unwrap();
+    let line = "setsid -f sh -c 'while :; do echo x >> tick; sleep 0.05; done' \
+                </dev/null >/dev/null 2>&1; until [ -s tick ]; do sleep 0.05; done";
+    let lift = Lift { network: true, ..Lift::default() };
+    ok(&call(&lifted(work.path(), lift), "shell", json!({ "command": line })).await);
+    let tick = work.path().join("tick");
+    let size = || std::fs::metadata(&tick).unwrap().len();
+    let before = size();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(size(), before, "a process the lifted line left keeps its network");
+}

@@ -50,8 +50,12 @@ pub(super) fn find() -> Option<PathBuf> {
 ///
 /// Fails with bwrap's own message (e.g. no permission to create namespaces).
 pub(super) fn probe(program: &Path, isolate_network: bool) -> Result<(), String> {
-    let policy =
-        SandboxPolicy { writable: Vec::new(), protected: Vec::new(), network: !isolate_network };
+    let policy = SandboxPolicy {
+        writable: Vec::new(),
+        protected: Vec::new(),
+        network: !isolate_network,
+        contained: false,
+    };
     let mut command = std::process::Command::new(program);
     command.args(arguments(&policy)).args(["--", "sh", "-c", ":"]);
     let filter = SocketFilter::new();

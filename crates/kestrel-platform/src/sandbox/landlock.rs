@@ -150,7 +150,8 @@ pub(super) fn command(
 /// `command`, made to confine itself to `policy` before it execs.
 fn confined(abi: u32, mut command: Command, policy: &SandboxPolicy) -> io::Result<Command> {
     let ruleset = Arc::new(ruleset(abi, &policy.writable)?);
-    let namespaces = Namespaces::new(policy.network, true)?;
+    let namespaces = Namespaces::new(policy.network, true, policy.contained)?;
+    let contained = policy.contained;
     let tree = ReadOnlyTree::new(&policy.writable, &policy.protected_paths())?;
     let filter = SocketFilter::new();
     let hook = move || -> io::Result<()> {
@@ -165,7 +166,7 @@ fn confined(abi: u32, mut command: Command, policy: &SandboxPolicy) -> io::Resul
             restrict_self(&ruleset)?;
             capabilities::drop_all()?;
             filter.install()?;
-            pid_namespace::fork_into()
+            if contained { pid_namespace::fork_into() } else { Ok(()) }
         }
     };
     // SAFETY: the hook only makes system calls on data prepared before the fork.

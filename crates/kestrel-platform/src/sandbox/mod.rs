@@ -48,6 +48,10 @@ pub struct SandboxPolicy {
     /// Whether the command may use the network. Without it the command runs in a new
     /// network namespace that has no usable interface, loopback to the host included.
     pub network: bool,
+    /// Whether everything the command starts ends with it, a `setsid -f` daemon too:
+    /// it runs in its own PID namespace. Always so under bubblewrap; under Landlock only
+    /// when set, so that a server a sandboxed line starts can outlive the line.
+    pub contained: bool,
 }
 
 impl SandboxPolicy {
@@ -68,13 +72,13 @@ impl SandboxPolicy {
                 protected.push(path);
             }
         }
-        Self { writable, protected, network }
+        Self { writable, protected, network, contained: false }
     }
 
     /// Writable: only the scratch paths (temp directories and harmless devices), for
     /// commands that must not change the project.
     pub fn read_only(network: bool) -> Self {
-        Self { writable: Self::scratch_paths(), protected: Vec::new(), network }
+        Self { writable: Self::scratch_paths(), protected: Vec::new(), network, contained: false }
     }
 
     /// The same policy with `path` kept read-only too (e.g. `$KESTREL_HOME`, when it lies

@@ -1,8 +1,8 @@
 //! Namespaces the Landlock backend's child enters before it execs: a new network
 //! namespace when the network is off, where no interface is up (not even loopback), so
 //! nothing on the host, `127.0.0.1` included, can be reached; a new mount namespace
-//! for its read-only view of the file system (see `mounts`); and a new PID namespace
-//! for what it starts (see `pid_namespace`). Without `CAP_SYS_ADMIN`
+//! for its read-only view of the file system (see `mounts`); and, for a contained
+//! command, a new PID namespace for what it starts (see `pid_namespace`). Without `CAP_SYS_ADMIN`
 //! they are created inside a new user namespace that maps the caller's own uid and gid,
 //! so files keep their owner.
 
@@ -23,8 +23,8 @@ pub(super) struct Namespaces {
 
 impl Namespaces {
     /// A new network namespace when `network` is false, a new mount namespace when
-    /// `mounts` is true, and a new PID namespace.
-    pub(super) fn new(network: bool, mounts: bool) -> io::Result<Self> {
+    /// `mounts` is true, a new PID namespace (for the children) when `pids` is true.
+    pub(super) fn new(network: bool, mounts: bool, pids: bool) -> io::Result<Self> {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let path = |text: &str| CString::new(text).map_err(io::Error::other);
@@ -35,8 +35,9 @@ impl Namespaces {
         if mounts {
             flags |= libc::CLONE_NEWNS;
         }
-        // For the command's children: see `pid_namespace`.
-        flags |= libc::CLONE_NEWPID;
+        if pids {
+            flags |= libc::CLONE_NEWPID;
+        }
         Ok(Self {
             flags,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),

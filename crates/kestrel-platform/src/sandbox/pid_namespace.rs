@@ -1,8 +1,8 @@
-//! The Landlock backend's command runs in a new PID namespace, as bubblewrap's
-//! `--unshare-pid` runs it: when the command ends, everything it started ends with it
-//! (a `setsid -f` daemon too), so no process of a sandboxed line keeps running with
-//! what that line was allowed (a widened sandbox for a line the allow rules cover) or
-//! stays behind while something else runs outside the sandbox.
+//! A contained command (`SandboxPolicy::contained`) of the Landlock backend runs in a
+//! new PID namespace, as bubblewrap's `--unshare-pid` runs every command: when it ends,
+//! everything it started ends with it (a `setsid -f` daemon too), so no process of a
+//! line keeps what the line was allowed (a sandbox widened for a line the allow rules
+//! cover) after it.
 //!
 //! `unshare(CLONE_NEWPID)` (with the other namespaces, in `namespace`) puts the next
 //! child into the new namespace; so the forked child forks twice more before it execs:
