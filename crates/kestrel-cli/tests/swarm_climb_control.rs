@@ -113,7 +113,7 @@ fn max_cost_stops_a_climb_and_resume_goes_on() {
     assert_only_the_improvement_merged(&test, &run);
 }
 
-fn wait_until(what: &str, check: impl Fn() -> bool) {
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !check() {
         assert!(start.elapsed() < swarm_support::wait(), "timed out waiting for {what}");
@@ -185,8 +185,14 @@ fn ctrl_c_before_the_first_experiment_stops_cleanly_and_the_resume_climbs_on() {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).custom_flags(libc::O_NONBLOCK).open(&fifo).ok()
     };
-    wait_until("the planner's command to read", || open().is_some());
-    let mut writer = open().unwrap();
+    // The first writer that opens is the one that writes: closing it unwritten would
+    // end the reader's `cat` at once.
+    let mut writer = None;
+    wait_until("the planner's command to read", || {
+        writer = open();
+        writer.is_some()
+    });
+    let mut writer = writer.unwrap();
     std::io::Write::write_all(&mut writer, b"planning-released\n").unwrap();
     drop(writer);
     let output = test.swarm_within(&["resume", &run]);
