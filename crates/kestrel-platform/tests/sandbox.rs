@@ -152,5 +152,21 @@ async fn what_a_contained_command_leaves_running_ends_with_it() {
         let mut command = sandbox.command("exit 3", &contained).unwrap();
         let status = command.current_dir(workspace.path()).status().await.unwrap();
         assert_eq!(status.code(), Some(3), "{name}");
+
+        // A timeout's SIGTERM to its process group ends it, no SIGKILL needed, though
+        // the caller handles SIGTERM itself (as Kestrel does).
+        extern "C" fn caught(_: libc::c_int) {}
+        // SAFETY: a handler that does nothing, installed for this test process.
+        unsafe { libc::signal(libc::SIGTERM, caught as *const () as libc::sighandler_t) };
+        let mut command = sandbox.command("sleep 100", &contained).unwrap();
+        command.current_dir(workspace.path()).stdin(std::process::Stdio::null());
+        let mut group = kestrel_platform::spawn_group(&mut command).unwrap();
+        let pid = group.child_mut().id().unwrap();
+        // SAFETY: kill(2) of the process group this test started.
+        unsafe { libc::kill(-(pid as i32), libc::SIGTERM) };
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), group.wait());
+        let status = waited.await.expect("SIGTERM ends it").unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{name}: {status:?}");
     }
 }

@@ -8,8 +8,9 @@
 //! child into the new namespace; so the forked child forks twice more before it execs:
 //!
 //! - the spawned process (the pid the caller waits for) waits for the namespace's first
-//!   process and exits as it did; a signal that ends it (a timeout's SIGTERM) kills
-//!   that process too (`PR_SET_PDEATHSIG`), and with it the namespace;
+//!   process and exits as it did; a signal that ends it (a timeout's SIGTERM, or
+//!   Kestrel's own end: `PR_SET_PDEATHSIG`) kills that process too (`PR_SET_PDEATHSIG`),
+//!   and with it the namespace;
 //! - the first process (pid 1, the namespace's reaper) waits for the command and exits
 //!   with its status; the kernel then kills whatever is left in the namespace;
 //! - the command (pid 2) goes on to exec.
@@ -27,6 +28,14 @@ pub(super) unsafe fn fork_into() -> io::Result<()> {
     unsafe {
         // Signals wait until the reaper has tied its life to the spawned process.
         let old = block_all_signals();
+        // Neither waiting process execs: Kestrel's handlers (SIGTERM, SIGINT...) must not
+        // stay theirs, or a timeout's SIGTERM would not end them.
+        default_signal_actions();
+        // The spawned process ends with Kestrel (as bubblewrap's `--die-with-parent`).
+        let kestrel = libc::getppid();
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != kestrel {
+            return Err(io::Error::other("Kestrel ended while the command started"));
+        }
         let mut ready = [0; 2];
         if libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
             return Err(io::Error::last_os_error());
@@ -73,6 +82,16 @@ pub(super) unsafe fn fork_into() -> io::Result<()> {
             if pid < 0 && !interrupted() {
                 libc::_exit(127);
             }
+        }
+    }
+}
+
+/// Every signal's action back to the default.
+unsafe fn default_signal_actions() {
+    for signal in 1..libc::SIGRTMAX() {
+        // SAFETY: signal(2) with a valid number; SIGKILL and SIGSTOP just fail.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
         }
     }
 }
