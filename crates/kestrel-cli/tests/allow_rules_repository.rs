@@ -1,8 +1,8 @@
 //! A git rule lifts the sandbox only for the repository a session's line began with:
 //! the record keeps it, a resumed session and a subagent use the record's, never one a
-//! sandboxed command made since (hooks and all). And in ask, a line a rule covers does
-//! not run outside the sandbox when the login PATH holds a directory sandboxed commands
-//! can write. Through the real binary.
+//! sandboxed command made since (hooks and all). And a line a rule covers does not run
+//! (outside the sandbox in ask, with `.git` writable in auto) when the login PATH holds a
+//! directory sandboxed commands can write. Through the real binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -120,24 +120,39 @@ fn a_subagent_trusts_the_repository_its_parent_began_with() {
 
 #[test]
 fn a_covered_line_stays_unrun_when_the_login_path_holds_a_writable_directory() {
-    let home = tempfile::tempdir().unwrap();
-    let env = TestEnv::new(Wire::Chat, Script::new([shell("touch a.txt"), Step::text("done")]));
-    let bin = env.work_path().join("bin");
-    std::fs::write(
-        home.path().join(".bash_profile"),
-        format!("export PATH=\"{}:$PATH\"\n", bin.display()),
-    )
-    .unwrap();
-    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
-    env.write_config(&format!("{config}\n[permissions]\nallow = [\"touch a.txt\"]\n"));
-    // In auto the line runs in the sandbox, where a planted program is confined too.
-    let output =
-        env.command(&["exec", "--mode", "ask", "go"]).env("HOME", home.path()).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = env.tool_results();
-    assert!(results[0].1 && results[0].0.contains("PATH holds"), "{results:?}");
-    assert!(results[0].0.contains(&bin.display().to_string()), "{results:?}");
-    assert!(!env.work_path().join("a.txt").exists());
+    // Ask runs the line outside the sandbox; auto with its repository writable.
+    for (mode, rule, line) in
+        [("ask", "touch a.txt", "touch a.txt"), ("auto", "git commit", COMMIT)]
+    {
+        let home = tempfile::tempdir().unwrap();
+        let env = TestEnv::new(Wire::Chat, Script::new([shell(line), Step::text("done")]));
+        let work = env.work_path();
+        for args in [
+            &["init", "-q"][..],
+            &["config", "user.name", "T"],
+            &["config", "user.email", "t@example.org"],
+        ] {
+            let status = std::process::Command::new("git").args(args).current_dir(&work).status();
+            assert!(status.unwrap().success());
+        }
+        let bin = work.join("bin");
+        std::fs::write(
+            home.path().join(".bash_profile"),
+            format!("export PATH=\"{}:$PATH\"\n", bin.display()),
+        )
+        .unwrap();
+        let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+        env.write_config(&format!("{config}\n[permissions]\nallow = [\"{rule}\"]\n"));
+        let output =
+            env.command(&["exec", "--mode", mode, "go"]).env("HOME", home.path()).output().unwrap();
+        assert!(output.status.success(), "{mode}: {}", stderr(&output));
+        let results = env.tool_results();
+        assert!(results[0].1 && results[0].0.contains("PATH holds"), "{mode}: {results:?}");
+        assert!(results[0].0.contains(&bin.display().to_string()), "{mode}: {results:?}");
+        assert!(!work.join("a.txt").exists());
+        let log = std::process::Command::new("git").args(["log"]).current_dir(&work).output();
+        assert!(!log.unwrap().status.success(), "{mode}: nothing was committed");
+    }
 }
 
 #[test]

@@ -21,15 +21,7 @@ pub(crate) fn script(
     path: Option<&OsStr>,
     workspace: &Path,
 ) -> Result<String, String> {
-    if let Some(entry) = writable_path_entry(path, workspace) {
-        return Err(format!(
-            "not run: the allow rules cover this command, so it would run outside the \
-             sandbox, but PATH holds {entry}, where sandboxed commands can write: a program \
-             put there could stand in for the one the rule names. Take {entry} out of PATH \
-             in the login profile to use the rule; the user can also approve the command \
-             in ask mode."
-        ));
-    }
+    trusted_path(path, workspace)?;
     let Some(repository) = repository else { return Ok(line.to_string()) };
     if !repository.still_there() {
         return Err(replaced(repository));
@@ -44,28 +36,29 @@ pub(crate) fn script(
     Ok(function + line)
 }
 
-/// What git runs programs from, or finds other directories by, in a git directory: a
-/// lifted line keeps them read-only, since git outside the sandbox reads them later.
-const KEPT: [&str; 5] = ["config", "config.worktree", "commondir", "hooks", "modules"];
-/// Of those, directories made (empty, as `git init` makes `hooks`) when missing: only an
-/// existing path can be kept read-only.
-const MADE: [&str; 2] = ["hooks", "modules"];
-/// Of those, files that change what git reads only by appearing: one the line made is
-/// removed after it.
-const UNWANTED: [&str; 2] = ["commondir", "config.worktree"];
+/// What git runs programs from, or finds other repositories by, in a git directory:
+/// kept read-only for a lifted line too. No program the model can change runs in such a
+/// line (only covered git commands and known read-only ones, no hooks, a `PATH` it
+/// cannot write); this is a second wall.
+const KEPT: [&str; 10] = [
+    "config",
+    "config.worktree",
+    "commondir",
+    "hooks",
+    "modules",
+    "worktrees",
+    "branches",
+    "remotes",
+    "info",
+    "objects/info",
+];
 
-/// What widening a policy for a line the allow rules cover in auto leaves to do after it.
-pub(crate) struct Widened {
-    /// [`UNWANTED`] files absent before the line.
-    absent: Vec<PathBuf>,
-}
-
-/// Widens `policy` by what `lift` names: the repository's git directory (and the
-/// common one of a linked worktree) writable but for [`KEPT`], the `allow_write` places
-/// writable. Fails, saying why, when the repository is no longer the pinned directory
-/// (a symlink swapped in would make its target writable).
-pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<Widened, String> {
-    let mut absent = Vec::new();
+/// Widens `policy` by what `lift` names: the repository's git directory (and the common
+/// one of a linked worktree) writable but for [`KEPT`], the `allow_write` places
+/// writable; the line contained. Fails, saying why, when the repository is no longer the
+/// pinned directory (a symlink swapped in would make its target writable) or a kept
+/// path is a symlink (the link itself could be replaced).
+pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<(), String> {
     if let Some(repository) = &lift.repository {
         if !repository.still_there() {
             return Err(replaced(repository));
@@ -73,39 +66,25 @@ pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<Widened, 
         let git_dirs = git_dirs(&repository.git_dir);
         policy.protected.retain(|path| !git_dirs.contains(&resolve_existing(path)));
         for dir in &git_dirs {
-            for name in MADE {
-                let _ = std::fs::create_dir(dir.join(name));
+            for name in KEPT {
+                let kept = dir.join(name);
+                if std::fs::symlink_metadata(&kept).is_ok_and(|meta| meta.is_symlink()) {
+                    return Err(format!(
+                        "not run: the allow rules cover this line, but {} is a symbolic link, \
+                         which the sandbox cannot keep read-only while the repository is \
+                         writable",
+                        kept.display()
+                    ));
+                }
+                policy.protected.push(kept);
             }
-            absent.extend(UNWANTED.iter().map(|name| dir.join(name)).filter(|path| !path.exists()));
-            policy.protected.extend(KEPT.iter().map(|name| dir.join(name)));
             policy.writable.push(dir.clone());
         }
     }
     policy.writable.extend(lift.writable.iter().cloned());
     // Nothing the line starts keeps what it was allowed after it.
     policy.contained = true;
-    Ok(Widened { absent })
-}
-
-impl Widened {
-    /// After the line: removes the [`UNWANTED`] files it made, saying so.
-    pub(crate) fn undo_unwanted(&self) -> Option<String> {
-        let made: Vec<String> = self
-            .absent
-            .iter()
-            .filter(|path| {
-                std::fs::symlink_metadata(path).is_ok() && std::fs::remove_file(path).is_ok()
-            })
-            .map(|path| path.display().to_string())
-            .collect();
-        (!made.is_empty()).then(|| {
-            format!(
-                "Kestrel removed {}: the line made it in the repository's git directory, \
-                 where it would change which config git reads.",
-                made.join(", ")
-            )
-        })
-    }
+    Ok(())
 }
 
 /// `git_dir` and, for a linked worktree, the common directory it names (`commondir`).
@@ -127,6 +106,21 @@ fn replaced(repository: &PinnedRepository) -> String {
          removed)",
         repository.git_dir.display()
     )
+}
+
+/// Fails, saying why, when `path` (the login shell's `PATH`) holds an entry sandboxed
+/// commands can write: a program put there could stand in for the one a rule names, and
+/// run with what the rule gives (outside the sandbox in ask, a writable `.git` in auto).
+pub(crate) fn trusted_path(path: Option<&OsStr>, workspace: &Path) -> Result<(), String> {
+    match writable_path_entry(path, workspace) {
+        None => Ok(()),
+        Some(entry) => Err(format!(
+            "not run: the allow rules cover this command, so it would run with more than \
+             the sandbox allows, but PATH holds {entry}, where sandboxed commands can write: \
+             a program put there could stand in for the one the rule names. Take {entry} \
+             out of PATH in the login profile to use the rule."
+        )),
+    }
 }
 
 /// The first entry of `path` that sandboxed commands can write (relative ones resolve

@@ -25,7 +25,7 @@ type Snapshot = std::sync::Arc<crate::login_shell::Snapshot>;
 type Snapshot = ();
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::shell_workdir;
-use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, Unconfined, paths};
+use crate::{Lift, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, Unconfined, paths};
 use kestrel_platform::{
     MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, ShellStartup, process,
 };
@@ -136,12 +136,11 @@ impl ShellTool {
         if let Ok(home) = KestrelHome::from_env() {
             policy = policy.protect(home.root());
         }
-        let mut widened = None;
         if let Unconfined::Lifted(lift) = &context.unconfined {
-            widened = Some(covered_line::widen(&mut policy, lift).map_err(ToolOutput::error)?);
+            covered_line::widen(&mut policy, lift).map_err(ToolOutput::error)?;
         }
         match self.sandbox(network) {
-            Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy, widened)),
+            Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy)),
             // Read-only commands (by the policy's judgement) run without one.
             Err(_) if confined_read_only => Ok(Confinement::None),
             Err(unavailable) => Err(ToolOutput::error(format!(
@@ -165,6 +164,13 @@ impl ShellTool {
         let covered = |path: Option<&std::ffi::OsStr>| match &context.unconfined {
             Unconfined::ByRules { repository } => {
                 covered_line::script(script, repository.as_ref(), path, &context.workspace)
+                    .map_err(ToolOutput::error)
+            }
+            // In the sandbox, but with more rights than the rest: the programs it names
+            // must be the ones the rule meant.
+            Unconfined::Lifted(lift) if *lift != Lift::default() => {
+                covered_line::trusted_path(path, &context.workspace)
+                    .map(|()| script.to_string())
                     .map_err(ToolOutput::error)
             }
             Unconfined::No | Unconfined::Approved | Unconfined::Lifted(_) => Ok(script.to_string()),
@@ -210,22 +216,21 @@ fn network(context: &ToolContext) -> bool {
 /// Where a command runs.
 enum Confinement {
     None,
-    /// In the sandbox; widened for a line the allow rules cover in auto.
-    Sandbox(Sandbox, SandboxPolicy, Option<covered_line::Widened>),
+    Sandbox(Sandbox, SandboxPolicy),
 }
 
 impl Confinement {
     fn policy(&self) -> Option<&SandboxPolicy> {
         match self {
             Confinement::None => None,
-            Confinement::Sandbox(_, policy, _) => Some(policy),
+            Confinement::Sandbox(_, policy) => Some(policy),
         }
     }
 
     fn command(&self, script: &str, startup: ShellStartup) -> Result<Command, ToolOutput> {
         match self {
             Confinement::None => Ok(process::shell_command_with(script, startup)),
-            Confinement::Sandbox(sandbox, policy, _) => sandbox
+            Confinement::Sandbox(sandbox, policy) => sandbox
                 .shell_command(script, startup, policy)
                 .map_err(|error| ToolOutput::error(error.to_string())),
         }
@@ -299,17 +304,11 @@ impl Tool for ShellTool {
                     ));
                 }
             };
-            let (command, widened) = match self.confinement(context) {
+            let command = match self.confinement(context) {
                 Ok(confinement) => {
-                    let command =
-                        self.command(&arguments.command, &workdir, &confinement, context).await;
-                    let widened = match confinement {
-                        Confinement::Sandbox(_, _, widened) => widened,
-                        Confinement::None => None,
-                    };
-                    (command, widened)
+                    self.command(&arguments.command, &workdir, &confinement, context).await
                 }
-                Err(output) => (Err(output), None),
+                Err(output) => Err(output),
             };
             // The snapshot is kept until the command is spawned (it inherits its source).
             let (command, _snapshot) = match command {
@@ -320,7 +319,9 @@ impl Tool for ShellTool {
                 workdir,
                 timeout_ms,
                 limits: self.limits,
-                sandboxed: context.mode == Mode::Auto,
+                // A lifted line's failure is explained by the policy's note instead.
+                sandboxed: context.mode == Mode::Auto
+                    && !matches!(context.unconfined, Unconfined::Lifted(_)),
                 network: network(context),
             };
             // The sandbox cannot forbid creating .git/.kestrel where none exist: look.
@@ -331,9 +332,6 @@ impl Tool for ShellTool {
             let mut output = run.execute(command, context).await;
             if let Some(watch) = watch {
                 warn_of_created_metadata(&mut output, watch, context).await;
-            }
-            if let Some(undone) = widened.and_then(|widened| widened.undo_unwanted()) {
-                output.content.push_str(&format!("\n\n{undone}"));
             }
             output
         })

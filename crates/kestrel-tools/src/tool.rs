@@ -71,13 +71,14 @@ pub enum Unconfined {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lift {
     /// The workspace's repository (pinned when the session began), when the line's
-    /// covered git commands write it: its git directory becomes writable, but for what
-    /// git runs programs from later (`config`, `hooks`, submodules' `modules`).
+    /// covered git commands write it and it runs no hooks: its git directory becomes
+    /// writable, but for what git runs programs from later (`config`, `hooks`...).
     pub repository: Option<crate::permission::PinnedRepository>,
     /// Places the user allowed writing (`allow_write` rules) that the line writes.
     pub writable: Vec<PathBuf>,
-    /// Whether the line may use the network: it runs a covered command other than one
-    /// of git's local ones.
+    /// Whether the line may use the network: a covered git command reaches a remote
+    /// (`push`, `fetch`...). Other commands get only what `[sandbox] network` says: one
+    /// the model can change (a test, a Makefile) must not carry data out.
     pub network: bool,
 }
 

@@ -14,7 +14,9 @@ mod common;
 use common::permission::{git_subcommand_rules, repository};
 use common::{call, context, err, ok};
 use kestrel_protocol::Mode;
-use kestrel_tools::permission::{Assessment, PinnedRepository, workspace_repository};
+use kestrel_tools::permission::{
+    Assessment, PermissionPolicy, PinnedRepository, workspace_repository,
+};
 use kestrel_tools::{Lift, ToolContext, Unconfined};
 use serde_json::json;
 use std::path::Path;
@@ -119,7 +121,7 @@ async fn a_git_rule_in_auto_makes_the_repository_writable_but_not_its_config_or_
     for line in [
         "git config core.fsmonitor 'touch /x'",
         "echo 'touch /x' > .git/hooks/post-checkout",
-        "mkdir .git/modules/evil",
+        "echo '*.txt diff=x' > .git/info/attributes",
     ] {
         let output = call(
             &lifted(work.path(), repository_lift(pin.clone())),
@@ -152,21 +154,6 @@ async fn programs_a_covered_line_starts_in_auto_stay_confined() {
     ok(&output);
     assert!(work.path().join("checked.txt").exists(), "the hook ran");
     assert!(!marker.exists(), "the hook wrote outside the sandbox");
-    assert_eq!(git(work.path(), &["log", "--format=%s"]), "x");
-}
-
-#[tokio::test]
-async fn a_commondir_a_covered_line_makes_is_removed_after_it() {
-    let (work, pin) = committing_repository();
-    let elsewhere = tempfile::tempdir().unwrap();
-    let line = format!(
-        "git commit -q --allow-empty -m x && echo {} > .git/commondir",
-        elsewhere.path().display()
-    );
-    let output =
-        call(&lifted(work.path(), repository_lift(pin)), "shell", json!({ "command": line })).await;
-    assert!(ok(&output).contains("removed"), "{}", output.content);
-    assert!(!work.path().join(".git/commondir").exists());
     assert_eq!(git(work.path(), &["log", "--format=%s"]), "x");
 }
 
@@ -217,8 +204,11 @@ fn auto_lifts_what_the_covered_commands_need_and_no_more() {
     assert_eq!(auto(&policy, "git init"), Unconfined::Lifted(Lift::default()));
     // No rule: nothing.
     assert_eq!(auto(&policy, "git tag v1"), Unconfined::No);
-    let note = policy.sandbox_note(&json!({ "command": "git push" }).to_string());
-    assert!(note.is_some_and(|note| note.contains("network on")));
+    // A lifted line that fails says what was lifted, and what the sandbox still refuses.
+    let Unconfined::Lifted(push) = auto(&policy, "git push") else { unreachable!() };
+    let note = PermissionPolicy::lifted_note(&push);
+    assert!(note.contains("writable but for its config, hooks"), "{note}");
+    assert!(note.contains("the network on") && note.contains("ask mode"), "{note}");
 }
 
 #[test]
@@ -234,9 +224,9 @@ fn a_git_command_writes_the_repository_only_on_a_line_of_git_commands() {
     let note =
         policy.sandbox_note(&json!({ "command": "cargo fmt && git commit -am fmt" }).to_string());
     assert!(note.as_deref().unwrap_or_default().contains("run it on its own"), "{note:?}");
-    // A command other than git gets the network, not the repository.
-    let cargo = Lift { network: true, ..Lift::default() };
-    assert_eq!(auto(&policy, "cargo fmt"), Unconfined::Lifted(cargo));
+    // A command other than git gets neither the repository nor the network: a test or
+    // a Makefile the model wrote could carry data out.
+    assert_eq!(auto(&policy, "cargo fmt"), Unconfined::Lifted(Lift::default()));
 }
 
 #[test]
@@ -289,12 +279,8 @@ fn a_line_kept_in_the_sandbox_says_which_part_no_rule_covers() {
     assert!(text.contains("not the one the session began with"), "{text}");
     // Nothing a rule touches: nothing to say.
     assert_eq!(note("sed -i s/a/b/ f"), None);
-    // Everything covered: what was lifted, and what the sandbox still refuses.
-    let text = note("git commit -m x").unwrap();
-    assert!(
-        text.contains("writable but for its config, hooks") && text.contains("ask mode"),
-        "{text}"
-    );
+    // Everything covered: lifted (its note is `lifted_note`).
+    assert_eq!(note("git commit -m x"), None);
 }
 
 #[tokio::test]
@@ -309,4 +295,25 @@ async fn what_a_lifted_line_leaves_running_ends_with_it() {
     let before = size();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(size(), before, "a process the lifted line left keeps its network");
+}
+
+#[test]
+fn a_repository_that_runs_hooks_gets_nothing_from_a_git_rule_in_auto() {
+    let work = repository();
+    let policy = git_subcommand_rules(work.path(), &["commit"]);
+    // git's samples are not hooks.
+    assert!(matches!(auto(&policy, "git commit -m x"), Unconfined::Lifted(_)));
+    let hook = work.path().join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nmake lint\n").unwrap();
+    assert_eq!(auto(&policy, "git commit -m x"), Unconfined::No);
+    let note = policy.sandbox_note(&json!({ "command": "git commit -m x" }).to_string());
+    let note = note.unwrap_or_default();
+    assert!(note.contains("runs hooks (pre-commit)") && note.contains("as usual"), "{note}");
+    // Hooks elsewhere (core.hooksPath) count the same.
+    std::fs::remove_file(&hook).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("pre-push"), "#!/bin/sh\n").unwrap();
+    let path = elsewhere.path().display().to_string();
+    git(work.path(), &["config", "core.hooksPath", &path]);
+    assert_eq!(auto(&policy, "git commit -m x"), Unconfined::No);
 }

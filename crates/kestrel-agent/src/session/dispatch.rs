@@ -11,7 +11,7 @@ use crate::{AgentError, AgentEvent};
 use futures_util::future::join_all;
 use kestrel_model::{ContentPart, Message, ToolCall};
 use kestrel_protocol::{Mode, Notice, NoticeKind, RecordItem, StopReason, Usage};
-use kestrel_tools::permission::{Assessment, save_rules};
+use kestrel_tools::permission::{Assessment, PermissionPolicy, save_rules};
 use kestrel_tools::{ToolContext, ToolImage, ToolOutput, Unconfined};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -104,10 +104,16 @@ impl Session {
                             let mut output = self.checked_call(call, &context).await?;
                             // Auto ran it sandboxed though a rule covers part or all of
                             // it: say which part kept it there, or what was lifted.
+                            let note = || match &context.unconfined {
+                                Unconfined::Lifted(lift) => {
+                                    Some(PermissionPolicy::lifted_note(lift))
+                                }
+                                _ => self.policy.sandbox_note(&call.arguments),
+                            };
                             if output.is_error
                                 && call.name == "shell"
                                 && context.mode == Mode::Auto
-                                && let Some(note) = self.policy.sandbox_note(&call.arguments)
+                                && let Some(note) = note()
                             {
                                 output.content.push('\n');
                                 output.content.push_str(&note);

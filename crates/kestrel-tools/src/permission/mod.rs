@@ -27,6 +27,7 @@ mod analysis;
 pub mod command;
 mod flags;
 mod git;
+mod hooks;
 mod operands;
 mod read_only;
 mod repository;
@@ -324,6 +325,9 @@ impl PermissionPolicy {
         if !self.covers(analysis) || line_not_lifted(analysis, sandboxed).is_some() {
             return None;
         }
+        if sandboxed && self.hooks_run(analysis).is_some() {
+            return None;
+        }
         let git = git_parts(analysis);
         if !sandboxed {
             // Pinned also when no covered part is git: a read-only `git status` that runs
@@ -343,7 +347,7 @@ impl PermissionPolicy {
         Some(Unconfined::Lifted(Lift {
             repository: if git.writes { self.repository.clone() } else { None },
             writable,
-            network: git.network || git.other,
+            network: git.network,
         }))
     }
 
@@ -390,10 +394,10 @@ impl PermissionPolicy {
         }
     }
 
-    /// For a shell call that failed in auto's sandbox although the allow rules cover
-    /// part of its line: which parts they do not cover and why, or (all covered) what
-    /// was lifted for it, so that a failure on the sandbox's limits says what would
-    /// lift it. `None` when no rule covers any part.
+    /// For a shell call that failed in auto's plain sandbox although the allow rules
+    /// cover part of its line: which parts they do not cover and why, or (all covered)
+    /// why nothing was lifted, so that a failure on the sandbox's limits says what would
+    /// lift it. `None` when no rule covers any part. (A lifted line: [`Self::lifted_note`].)
     pub fn sandbox_note(&self, arguments: &str) -> Option<String> {
         let arguments: Value = serde_json::from_str(arguments).ok()?;
         let command = arguments.get("command").and_then(Value::as_str)?;
@@ -404,7 +408,7 @@ impl PermissionPolicy {
         let reasons: Vec<(&Concern, Uncovered)> =
             parts.iter().filter_map(|part| Some((*part, self.uncovered(part)?))).collect();
         if reasons.is_empty() {
-            return Some(self.covered_line_note(&analysis));
+            return self.not_lifted_note(&analysis);
         }
         // Nothing a rule touched.
         let covered_some = reasons.len() < parts.len();
@@ -435,22 +439,41 @@ impl PermissionPolicy {
         ))
     }
 
-    /// For a line the rules cover every part of that failed in auto's sandbox: what was
-    /// lifted for it and what the sandbox still refuses, or why nothing was lifted.
-    fn covered_line_note(&self, analysis: &CommandAnalysis) -> String {
-        if let Some(why) = line_not_lifted(analysis, true) {
-            return format!(
-                "Note: the user's allow rules cover every part of this line, but {why}; so \
-                 it ran in the sandbox as usual."
-            );
+    /// Why the repository a line's git commands write may not be writable in auto: it
+    /// runs hooks (or they cannot be told). `None` when the line writes no repository.
+    fn hooks_run(&self, analysis: &CommandAnalysis) -> Option<String> {
+        let repository = self.repository.as_ref().filter(|_| git_parts(analysis).writes)?;
+        match hooks::active_hooks(repository) {
+            Ok(hooks) if hooks.is_empty() => None,
+            Ok(hooks) => Some(format!(
+                "the repository runs hooks ({}), which may run code the model can change; \
+                 with its git directory writable that code could plant what git runs outside \
+                 the sandbox later",
+                hooks.join(", ")
+            )),
+            Err(reason) => Some(format!("the repository's hooks cannot be told: {reason}")),
         }
-        let Some(Unconfined::Lifted(lift)) = self.lift(analysis, true) else {
-            return "Note: the user's allow rules cover this line; it ran in the sandbox.".into();
-        };
+    }
+
+    /// For a line the rules cover every part of that auto still ran in the plain
+    /// sandbox: why nothing was lifted. `None` when that cannot be told now.
+    fn not_lifted_note(&self, analysis: &CommandAnalysis) -> Option<String> {
+        let why = line_not_lifted(analysis, true)
+            .map(str::to_string)
+            .or_else(|| self.hooks_run(analysis))?;
+        Some(format!(
+            "Note: the user's allow rules cover every part of this line, but {why}; so it \
+             ran in the sandbox as usual."
+        ))
+    }
+
+    /// For a line auto ran in the sandbox widened by `lift` that failed: what was lifted
+    /// and what the sandbox still refuses.
+    pub fn lifted_note(lift: &Lift) -> String {
         let mut lifted = Vec::new();
         if let Some(repository) = &lift.repository {
             lifted.push(format!(
-                "{} writable but for its config, hooks and submodules",
+                "{} writable but for its config, hooks and the like",
                 repository.git_dir.display()
             ));
         }
@@ -462,10 +485,11 @@ impl PermissionPolicy {
         format!(
             "Note: the user's allow rules cover this line, so in auto it ran in the sandbox \
              with {lifted}. The sandbox still refuses what the rules do not name: writing \
-             git's config or hooks (`git push -u`, a tracking branch), unix sockets (an ssh \
-             agent, docker), writes outside the workspace, the temp directories and \
-             `allow_write` places. If that is why it failed, the user can switch to ask mode, \
-             where the rules let a covered line run outside the sandbox."
+             git's config or hooks (`git push -u`, a tracking branch), the network for other \
+             commands, unix sockets (an ssh agent, docker), writes outside the workspace, \
+             the temp directories and `allow_write` places. If that is why it failed, the \
+             user can switch to ask mode, where the rules let a covered line run outside \
+             the sandbox."
         )
     }
 

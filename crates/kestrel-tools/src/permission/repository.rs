@@ -438,9 +438,8 @@ impl Entry {
 /// or global config, no includes, no repository (`git config` runs no hooks or
 /// programs); git gets [`GIT_TIMEOUT`] and its output is bounded.
 fn entries(bytes: &[u8]) -> Result<Vec<Entry>, String> {
-    use std::io::{Read, Write};
-    use std::process::Stdio;
-    let mut child = std::process::Command::new("git")
+    let mut command = std::process::Command::new("git");
+    command
         .args(["config", "--no-includes", "--list", "-z", "--file", "-"])
         .current_dir("/")
         .env_clear()
@@ -448,7 +447,20 @@ fn entries(bytes: &[u8]) -> Result<Vec<Entry>, String> {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("HOME", "/nonexistent")
-        .env("GIT_CEILING_DIRECTORIES", "/")
+        .env("GIT_CEILING_DIRECTORIES", "/");
+    let stdout = run_git(command, bytes.to_vec())?;
+    Ok(parse_list(&String::from_utf8_lossy(&stdout)))
+}
+
+/// Runs `command` (a git that runs no hook or program) with `input` on its stdin, for
+/// [`GIT_TIMEOUT`] at most; what it printed, at most [`MAX_LIST_BYTES`].
+pub(super) fn run_git(
+    mut command: std::process::Command,
+    input: Vec<u8>,
+) -> Result<Vec<u8>, String> {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -461,7 +473,6 @@ fn entries(bytes: &[u8]) -> Result<Vec<Entry>, String> {
         let _ = child.wait();
         return Err("cannot talk to git to read it".into());
     };
-    let input = bytes.to_vec();
     // Threads, so neither side blocks the other on a full pipe.
     std::thread::spawn(move || stdin.write_all(&input));
     let read_all = |pipe: Box<dyn Read + Send>| {
@@ -494,7 +505,7 @@ fn entries(bytes: &[u8]) -> Result<Vec<Entry>, String> {
     if stdout.len() as u64 > MAX_LIST_BYTES {
         return Err("it holds too many settings".into());
     }
-    Ok(parse_list(&String::from_utf8_lossy(&stdout)))
+    Ok(stdout)
 }
 
 /// The entries of `git config --list -z` output: `section[.subsection].key` and a
