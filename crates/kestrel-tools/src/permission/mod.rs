@@ -30,6 +30,7 @@ mod git;
 mod hooks;
 mod operands;
 mod read_only;
+mod remote;
 mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
@@ -374,6 +375,11 @@ impl PermissionPolicy {
                             .into(),
                     ));
                 }
+                if git_dirs.is_some()
+                    && let Some(reason) = self.unknown_remote(leading)
+                {
+                    return Some(Uncovered::Because(reason));
+                }
                 match paths {
                     None => Some(Uncovered::Because(
                         "its operands are in a directory not known before the line runs".into(),
@@ -437,6 +443,33 @@ impl PermissionPolicy {
              where every part is covered: run it on its own.",
             listed.join("; ")
         ))
+    }
+
+    /// Why a `git push`/`fetch`/`pull`/`ls-remote` (its leading words `leading`) is not
+    /// covered for the remote it names: not one of the pinned repository's remotes.
+    fn unknown_remote(&self, leading: &[String]) -> Option<String> {
+        let args: Vec<&str> = leading
+            .iter()
+            .skip_while(|word| word.contains('='))
+            .skip(1)
+            .map(String::as_str)
+            .collect();
+        let (subcommand, rest) = git::split_subcommand(&args)?;
+        if !remote::TALKS_TO_A_REMOTE.contains(&subcommand) {
+            return None;
+        }
+        // A name, not a URL: an unknown option or a location is not covered by the rule
+        // at all (`git::beyond_a_subcommand_rule`).
+        let name = remote::repository_operand(subcommand, rest)??;
+        let remotes = self.repository.as_ref().map(remote::configured);
+        match remotes {
+            Some(Ok(remotes)) if remotes.iter().any(|remote| remote == name) => None,
+            Some(Err(reason)) => Some(format!("its remotes cannot be told: {reason}")),
+            Some(Ok(_)) | None => Some(format!(
+                "`{name}` is not one of the repository's remotes: a rule lets git reach only \
+                 those"
+            )),
+        }
     }
 
     /// Why the repository a line's git commands write may not be writable in auto: it

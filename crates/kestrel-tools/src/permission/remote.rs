@@ -1,0 +1,238 @@
+//! Which repository a `git push`, `fetch`, `pull` or `ls-remote` talks to. A rule for one
+//! covers it only when that is one of the workspace repository's configured remotes (or
+//! none is named: the branch's upstream), never a URL, `host:path` or a path the model
+//! chose: with the network on for the line, the repository would go wherever the model
+//! said. Options are read from a table of each subcommand's options; an unknown one (an
+//! abbreviation too) might take the next word as its value, so it is not covered.
+
+use super::PinnedRepository;
+use super::repository::run_git;
+
+/// The subcommands this applies to.
+pub(crate) const TALKS_TO_A_REMOTE: [&str; 4] = ["push", "fetch", "pull", "ls-remote"];
+
+/// One subcommand's options: those that take no value (`flags`, and their short
+/// letters), those whose value may be the next word (`values`), and those whose value
+/// may only be attached with `=` (`attached`: without one they are flags).
+struct Options {
+    subcommand: &'static str,
+    flags: &'static [&'static str],
+    attached: &'static [&'static str],
+    values: &'static [&'static str],
+    short_flags: &'static str,
+    short_values: &'static str,
+}
+
+const FETCH_FLAGS: &[&str] = &[
+    "--all",
+    "--append",
+    "--atomic",
+    "--dry-run",
+    "--write-fetch-head",
+    "--no-write-fetch-head",
+    "--force",
+    "--keep",
+    "--prefetch",
+    "--prune",
+    "--no-prune",
+    "--prune-tags",
+    "--no-tags",
+    "--tags",
+    "--refetch",
+    "--auto-maintenance",
+    "--no-auto-maintenance",
+    "--auto-gc",
+    "--no-auto-gc",
+    "--write-commit-graph",
+    "--no-write-commit-graph",
+    "--no-recurse-submodules",
+    "--set-upstream",
+    "--update-head-ok",
+    "--quiet",
+    "--verbose",
+    "--progress",
+    "--no-progress",
+    "--show-forced-updates",
+    "--no-show-forced-updates",
+    "--ipv4",
+    "--ipv6",
+    "--unshallow",
+    "--update-shallow",
+];
+
+const FETCH_VALUES: &[&str] = &[
+    "--depth",
+    "--deepen",
+    "--shallow-since",
+    "--shallow-exclude",
+    "--jobs",
+    "--upload-pack",
+    "--refmap",
+    "--negotiation-tip",
+    "--server-option",
+    "--filter",
+    "--recurse-submodules-default",
+    "--submodule-prefix",
+];
+
+const PULL_FLAGS: &[&str] = &[
+    "--commit",
+    "--no-commit",
+    "--edit",
+    "--no-edit",
+    "--ff",
+    "--no-ff",
+    "--ff-only",
+    "--squash",
+    "--no-squash",
+    "--verify",
+    "--no-verify",
+    "--stat",
+    "--no-stat",
+    "--summary",
+    "--no-summary",
+    "--compact-summary",
+    "--no-log",
+    "--signoff",
+    "--no-signoff",
+    "--autostash",
+    "--no-autostash",
+    "--allow-unrelated-histories",
+    "--no-rebase",
+    "--verify-signatures",
+    "--no-verify-signatures",
+    "--no-gpg-sign",
+];
+
+const OPTIONS: &[Options] = &[
+    Options {
+        subcommand: "push",
+        flags: &[
+            "--all",
+            "--branches",
+            "--prune",
+            "--mirror",
+            "--dry-run",
+            "--porcelain",
+            "--delete",
+            "--tags",
+            "--follow-tags",
+            "--no-follow-tags",
+            "--atomic",
+            "--no-atomic",
+            "--force",
+            "--no-force",
+            "--force-if-includes",
+            "--no-force-if-includes",
+            "--no-force-with-lease",
+            "--set-upstream",
+            "--thin",
+            "--no-thin",
+            "--quiet",
+            "--verbose",
+            "--progress",
+            "--no-progress",
+            "--verify",
+            "--no-verify",
+            "--ipv4",
+            "--ipv6",
+            "--no-signed",
+            "--no-recurse-submodules",
+            "--no-push-option",
+        ],
+        attached: &["--force-with-lease", "--signed"],
+        values: &["--push-option", "--recurse-submodules", "--receive-pack", "--exec"],
+        short_flags: "nqvfud46",
+        short_values: "o",
+    },
+    Options {
+        subcommand: "fetch",
+        flags: FETCH_FLAGS,
+        attached: &["--recurse-submodules"],
+        values: FETCH_VALUES,
+        short_flags: "afkpPtnqvu46",
+        short_values: "jo",
+    },
+    Options {
+        subcommand: "pull",
+        flags: PULL_FLAGS,
+        attached: &["--rebase", "--log", "--gpg-sign", "--recurse-submodules"],
+        values: &["--strategy", "--strategy-option", "--cleanup"],
+        short_flags: "enqvrfakpt46",
+        short_values: "joXs",
+    },
+    Options {
+        subcommand: "ls-remote",
+        flags: &["--heads", "--tags", "--refs", "--quiet", "--get-url", "--symref", "--branches"],
+        attached: &[],
+        values: &["--upload-pack", "--exec", "--sort", "--server-option"],
+        short_flags: "htbq",
+        short_values: "o",
+    },
+];
+
+impl Options {
+    fn is_flag(&self, option: &str) -> bool {
+        self.flags.contains(&option)
+            || self.attached.contains(&option)
+            || (self.subcommand == "pull" && (FETCH_FLAGS.contains(&option)))
+    }
+
+    fn takes_value(&self, option: &str) -> bool {
+        self.values.contains(&option)
+            || (self.subcommand == "pull" && FETCH_VALUES.contains(&option))
+    }
+}
+
+/// The repository `git SUBCOMMAND ARGS` names (`None`: none, its upstream), or `None`
+/// (outer) when that cannot be told: an unknown option, `--repo`, `--multiple`.
+pub(crate) fn repository_operand<'a>(
+    subcommand: &str,
+    args: &[&'a str],
+) -> Option<Option<&'a str>> {
+    let options = OPTIONS.iter().find(|options| options.subcommand == subcommand)?;
+    let mut words = args.iter();
+    while let Some(&arg) = words.next() {
+        if arg == "--" {
+            return Some(words.next().copied());
+        }
+        if arg.starts_with("--") {
+            let long = arg;
+            match long.split_once('=') {
+                Some((name, _)) if options.is_flag(name) || options.takes_value(name) => {}
+                None if options.is_flag(long) => {}
+                None if options.takes_value(long) => {
+                    words.next()?;
+                }
+                _ => return None,
+            }
+            continue;
+        }
+        if let Some(letters) = arg.strip_prefix('-').filter(|letters| !letters.is_empty()) {
+            for (at, letter) in letters.char_indices() {
+                if options.short_values.contains(letter) {
+                    // The rest of the bundle is its value, or the next word is.
+                    if at + letter.len_utf8() == letters.len() {
+                        words.next()?;
+                    }
+                    break;
+                }
+                if !options.short_flags.contains(letter) {
+                    return None;
+                }
+            }
+            continue;
+        }
+        return Some(Some(arg));
+    }
+    Some(None)
+}
+
+/// The names of `repository`'s remotes (`git remote`), or why they cannot be had.
+pub(crate) fn configured(repository: &PinnedRepository) -> Result<Vec<String>, String> {
+    let dir = repository.work_tree.as_deref().unwrap_or(&repository.git_dir);
+    let mut command = std::process::Command::new("git");
+    command.arg("remote").current_dir(dir);
+    let printed = run_git(command, Vec::new())?;
+    Ok(String::from_utf8_lossy(&printed).lines().map(str::to_string).collect())
+}
