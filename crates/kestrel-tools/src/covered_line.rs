@@ -40,17 +40,16 @@ pub(crate) fn script(
 /// kept read-only for a lifted line too. No program the model can change runs in such a
 /// line (only covered git commands and known read-only ones, no hooks, a `PATH` it
 /// cannot write); this is a second wall.
-const KEPT: [&str; 10] = [
+const KEPT: [&str; 9] = [
     "config",
     "config.worktree",
     "commondir",
+    "gitdir",
     "hooks",
     "modules",
-    "worktrees",
     "branches",
     "remotes",
     "info",
-    "objects/info",
 ];
 
 /// Widens `policy` by what `lift` names: the repository's git directory (and the common
@@ -66,8 +65,15 @@ pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<(), Strin
         let git_dirs = git_dirs(&repository.git_dir);
         policy.protected.retain(|path| !git_dirs.contains(&resolve_existing(path)));
         for dir in &git_dirs {
-            for name in KEPT {
-                let kept = dir.join(name);
+            // Other linked worktrees' own directories (`commondir`, `config.worktree`):
+            // this one's stays writable.
+            let others = std::fs::read_dir(dir.join("worktrees"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|other| !git_dirs.contains(&resolve_existing(other)));
+            for kept in KEPT.iter().map(|name| dir.join(name)).chain(others) {
                 if std::fs::symlink_metadata(&kept).is_ok_and(|meta| meta.is_symlink()) {
                     return Err(format!(
                         "not run: the allow rules cover this line, but {} is a symbolic link, \

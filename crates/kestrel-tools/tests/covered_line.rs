@@ -317,3 +317,22 @@ fn a_repository_that_runs_hooks_gets_nothing_from_a_git_rule_in_auto() {
     git(work.path(), &["config", "core.hooksPath", &path]);
     assert_eq!(auto(&policy, "git commit -m x"), Unconfined::No);
 }
+
+#[tokio::test]
+async fn a_git_rule_in_a_linked_worktree_writes_it_but_not_the_other_worktrees() {
+    let (main, _) = committing_repository();
+    git(main.path(), &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let trees = tempfile::tempdir().unwrap();
+    let (one, two) = (trees.path().join("one"), trees.path().join("two"));
+    for tree in [&one, &two] {
+        git(main.path(), &["worktree", "add", "-q", &tree.display().to_string()]);
+    }
+    let pin = pinned(&one);
+    let commit = json!({ "command": "git commit -q --allow-empty -m in-one" });
+    ok(&call(&lifted(&one, repository_lift(pin.clone())), "shell", commit).await);
+    assert_eq!(git(&one, &["log", "-1", "--format=%s"]), "in-one");
+    let common = main.path().join(".git/worktrees/two/commondir").canonicalize().unwrap();
+    let line = json!({ "command": format!("echo /elsewhere > '{}'", common.display()) });
+    err(&call(&lifted(&one, repository_lift(pin)), "shell", line).await);
+    assert_eq!(std::fs::read_to_string(&common).unwrap().trim(), "../..");
+}
