@@ -1,9 +1,8 @@
 //! What the user's rules and approvals let through, mode by mode, through the real
 //! binary: an `allow_write` rule lets the file tools write outside the workspace in ask
 //! and auto (exactly where its paths lead, never through a symlink out of it); an
-//! `allow` rule lifts what its command needs from auto's sandbox (a git rule: the
-//! repository's git directory), as ask lets it run unasked, only when it covers every
-//! part of the command line.
+//! `allow` rule lets its command run unasked only when it covers every part of the
+//! command line: outside the sandbox in ask, still in the sandbox in auto.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -86,37 +85,35 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A git rule runs its command unasked in both modes: outside the sandbox in ask (it
+/// commits), in the sandbox in auto, where `.git` stays read-only and the result says
+/// why and to use ask (docs/permissions.md).
 #[test]
-fn an_allow_rule_lifts_the_sandboxs_refusal_for_its_command_in_auto() {
+fn a_git_rule_commits_in_ask_and_says_why_not_in_auto() {
     let calls =
         || vec![shell("git commit -q --allow-empty -m 'by the agent'"), shell("git tag v1")];
-    let repository = |env: &TestEnv| {
+    for mode in ["ask", "auto"] {
+        let env = TestEnv::new(Wire::Chat, script(calls()));
         let work = env.work_path();
         git(&work, &["init", "-q"]);
         git(&work, &["config", "user.name", "Test"]);
         git(&work, &["config", "user.email", "test@example.org"]);
-        work
-    };
-    // Without a rule the sandbox keeps .git read-only.
-    let env = TestEnv::new(Wire::Chat, script(calls()));
-    let work = repository(&env);
-    let output = env.kestrel(&["exec", "go"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = tool_results(&env);
-    assert!(results[0].1 && results[0].0.contains("sandbox"), "{results:?}");
-
-    let env = TestEnv::new(Wire::Chat, script(calls()));
-    let work2 = repository(&env);
-    assert_ne!(work, work2);
-    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
-    let output = env.kestrel(&["exec", "go"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = tool_results(&env);
-    assert!(!results[0].1, "the allowed command ran: {results:?}");
-    assert!(git(&work2, &["log", "--format=%s"]).contains("by the agent"));
-    // A command no rule covers stays in the sandbox.
-    assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
-    assert!(git(&work2, &["tag"]).is_empty());
+        add_config(&env, "[permissions]\nallow = [\"git commit\"]");
+        let output = env.kestrel(&["exec", "--mode", mode, "go"]);
+        assert!(output.status.success(), "{mode}: {}", stderr(&output));
+        let results = tool_results(&env);
+        if mode == "ask" {
+            assert!(!results[0].1, "the allowed command ran: {results:?}");
+            assert!(git(&work, &["log", "--format=%s"]).contains("by the agent"));
+        } else {
+            let (text, failed) = &results[0];
+            assert!(*failed && text.contains("does not make `.git` writable"), "{results:?}");
+            assert!(text.contains("ask mode"), "{results:?}");
+        }
+        // A command no rule covers is not let through (asked, or sandboxed).
+        assert!(results[1].1, "{mode}: {results:?}");
+        assert!(git(&work, &["tag"]).is_empty());
+    }
 }
 
 #[test]
@@ -142,10 +139,10 @@ fn a_symlink_in_an_allow_write_directory_does_not_lead_the_write_out_of_it() {
     }
 }
 
-/// With `allow = ["git commit"]` in auto, a line that adds anything to the covered
+/// With `allow = ["git commit"]` in ask, a line that adds anything to the covered
 /// command (a list, a substitution, a pipe, a redirection, a second line, a subshell,
-/// a shell started with BASH_ENV) runs in the sandbox as without the rule: its
-/// `git commit` fails on the read-only `.git` and its write outside never happens.
+/// a shell started with BASH_ENV) is asked as without the rule (and, with nobody to ask,
+/// not run): no commit, no write outside; the plain covered command runs.
 #[test]
 fn an_allow_rule_does_not_lift_the_sandbox_for_a_compound_command() {
     let out = outside();
@@ -174,11 +171,11 @@ fn an_allow_rule_does_not_lift_the_sandbox_for_a_compound_command() {
     git(&work, &["config", "user.name", "Test"]);
     git(&work, &["config", "user.email", "test@example.org"]);
     add_config(&env, "[permissions]\nallow = [\"git commit\"]");
-    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let results = tool_results(&env);
     assert_eq!(results.len(), abuses.len() + 2, "{results:?}");
-    // The plain covered command ran unsandboxed; no abusing line's commit happened.
+    // The plain covered command ran unasked; no abusing line's commit happened.
     assert!(!results.last().unwrap().1, "{results:?}");
     assert_eq!(git(&work, &["log", "--format=%s"]), "covered\n");
     let written: Vec<String> = std::fs::read_dir(out.path())

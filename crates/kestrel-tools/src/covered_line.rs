@@ -2,7 +2,8 @@
 //! runs outside the sandbox: checked once more right before, and its `git` pinned to the
 //! workspace's repository, so that what sandboxed processes did since the line was
 //! judged (a `sub/.git` with hooks, a program planted on PATH) cannot ride on the rule.
-//! In auto (`Unconfined::Lifted`) it runs in the sandbox, widened by what its rules need.
+//! In auto (`Unconfined::Lifted`) it runs in the sandbox, widened only by the `allow_write`
+//! places it writes, and contained.
 
 use crate::Lift;
 use crate::permission::PinnedRepository;
@@ -36,73 +37,11 @@ pub(crate) fn script(
     Ok(function + line)
 }
 
-/// What git runs programs from, or finds other repositories by, in a git directory:
-/// kept read-only for a lifted line too. No program the model can change runs in such a
-/// line (only covered git commands and known read-only ones, no hooks, a `PATH` it
-/// cannot write); this is a second wall.
-const KEPT: [&str; 9] = [
-    "config",
-    "config.worktree",
-    "commondir",
-    "gitdir",
-    "hooks",
-    "modules",
-    "branches",
-    "remotes",
-    "info",
-];
-
-/// Widens `policy` by what `lift` names: the repository's git directory (and the common
-/// one of a linked worktree) writable but for [`KEPT`], the `allow_write` places
-/// writable; the line contained. Fails, saying why, when the repository is no longer the
-/// pinned directory (a symlink swapped in would make its target writable) or a kept
-/// path is a symlink (the link itself could be replaced).
-pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) -> Result<(), String> {
-    if let Some(repository) = &lift.repository {
-        if !repository.still_there() {
-            return Err(replaced(repository));
-        }
-        let git_dirs = git_dirs(&repository.git_dir);
-        policy.protected.retain(|path| !git_dirs.contains(&resolve_existing(path)));
-        for dir in &git_dirs {
-            // Other linked worktrees' own directories (`commondir`, `config.worktree`):
-            // this one's stays writable.
-            let others = std::fs::read_dir(dir.join("worktrees"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|entry| entry.path())
-                .filter(|other| !git_dirs.contains(&resolve_existing(other)));
-            for kept in KEPT.iter().map(|name| dir.join(name)).chain(others) {
-                if std::fs::symlink_metadata(&kept).is_ok_and(|meta| meta.is_symlink()) {
-                    return Err(format!(
-                        "not run: the allow rules cover this line, but {} is a symbolic link, \
-                         which the sandbox cannot keep read-only while the repository is \
-                         writable",
-                        kept.display()
-                    ));
-                }
-                policy.protected.push(kept);
-            }
-            policy.writable.push(dir.clone());
-        }
-    }
+/// Widens `policy` by what `lift` names: the `allow_write` places writable; the line
+/// contained (nothing it starts keeps running after it).
+pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) {
     policy.writable.extend(lift.writable.iter().cloned());
-    // Nothing the line starts keeps what it was allowed after it.
     policy.contained = true;
-    Ok(())
-}
-
-/// `git_dir` and, for a linked worktree, the common directory it names (`commondir`).
-fn git_dirs(git_dir: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![git_dir.to_path_buf()];
-    if let Ok(text) = std::fs::read_to_string(git_dir.join("commondir")) {
-        let common = resolve_existing(&git_dir.join(text.trim()));
-        if common.is_dir() && !dirs.contains(&common) {
-            dirs.push(common);
-        }
-    }
-    dirs
 }
 
 fn replaced(repository: &PinnedRepository) -> String {
@@ -116,15 +55,15 @@ fn replaced(repository: &PinnedRepository) -> String {
 
 /// Fails, saying why, when `path` (the login shell's `PATH`) holds an entry sandboxed
 /// commands can write: a program put there could stand in for the one a rule names, and
-/// run with what the rule gives (outside the sandbox in ask, a writable `.git` in auto).
-pub(crate) fn trusted_path(path: Option<&OsStr>, workspace: &Path) -> Result<(), String> {
+/// run outside the sandbox with it.
+fn trusted_path(path: Option<&OsStr>, workspace: &Path) -> Result<(), String> {
     match writable_path_entry(path, workspace) {
         None => Ok(()),
         Some(entry) => Err(format!(
-            "not run: the allow rules cover this command, so it would run with more than \
-             the sandbox allows, but PATH holds {entry}, where sandboxed commands can write: \
-             a program put there could stand in for the one the rule names. Take {entry} \
-             out of PATH in the login profile to use the rule."
+            "not run: the allow rules cover this command, so it would run outside the \
+             sandbox, but PATH holds {entry}, where sandboxed commands can write: a program \
+             put there could stand in for the one the rule names. Take {entry} out of PATH \
+             in the login profile to use the rule."
         )),
     }
 }

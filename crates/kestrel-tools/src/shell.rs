@@ -25,7 +25,7 @@ type Snapshot = std::sync::Arc<crate::login_shell::Snapshot>;
 type Snapshot = ();
 use crate::output::{DEFAULT_KEEP, HeadTail};
 use crate::permission::shell_workdir;
-use crate::{Lift, Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, Unconfined, paths};
+use crate::{Tool, ToolContext, ToolDefinition, ToolFuture, ToolOutput, Unconfined, paths};
 use kestrel_platform::{
     MetadataWatch, Sandbox, SandboxPolicy, SandboxUnavailable, ShellStartup, process,
 };
@@ -126,7 +126,7 @@ impl ShellTool {
             Mode::Auto => false,
             Mode::ReadOnly => true,
         };
-        let network = network(context);
+        let network = context.network;
         let mut policy = if confined_read_only {
             SandboxPolicy::read_only(network)
         } else {
@@ -137,7 +137,7 @@ impl ShellTool {
             policy = policy.protect(home.root());
         }
         if let Unconfined::Lifted(lift) = &context.unconfined {
-            covered_line::widen(&mut policy, lift).map_err(ToolOutput::error)?;
+            covered_line::widen(&mut policy, lift);
         }
         match self.sandbox(network) {
             Ok(sandbox) => Ok(Confinement::Sandbox(sandbox, policy)),
@@ -164,13 +164,6 @@ impl ShellTool {
         let covered = |path: Option<&std::ffi::OsStr>| match &context.unconfined {
             Unconfined::ByRules { repository } => {
                 covered_line::script(script, repository.as_ref(), path, &context.workspace)
-                    .map_err(ToolOutput::error)
-            }
-            // In the sandbox, but with more rights than the rest: the programs it names
-            // must be the ones the rule meant.
-            Unconfined::Lifted(lift) if *lift != Lift::default() => {
-                covered_line::trusted_path(path, &context.workspace)
-                    .map(|()| script.to_string())
                     .map_err(ToolOutput::error)
             }
             Unconfined::No | Unconfined::Approved | Unconfined::Lifted(_) => Ok(script.to_string()),
@@ -206,11 +199,6 @@ impl ShellTool {
 
 fn cancelled_before_start() -> ToolOutput {
     ToolOutput::error("Command cancelled by the user before it started; nothing was run.")
-}
-
-/// Whether the call's command may use the network: as configured, or lifted for it.
-fn network(context: &ToolContext) -> bool {
-    context.network || matches!(&context.unconfined, Unconfined::Lifted(lift) if lift.network)
 }
 
 /// Where a command runs.
@@ -322,7 +310,7 @@ impl Tool for ShellTool {
                 // A lifted line's failure is explained by the policy's note instead.
                 sandboxed: context.mode == Mode::Auto
                     && !matches!(context.unconfined, Unconfined::Lifted(_)),
-                network: network(context),
+                network: context.network,
             };
             // The sandbox cannot forbid creating .git/.kestrel where none exist: look.
             let watch = match context.mode {

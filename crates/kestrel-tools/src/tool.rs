@@ -61,25 +61,19 @@ pub enum Unconfined {
     /// (`sub/.git` with hooks) is never used.
     ByRules { repository: Option<crate::permission::PinnedRepository> },
     /// In `auto`: the allow rules cover every part of the line. It runs in the sandbox
-    /// with only what the covered commands need lifted ([`Lift`]), so the programs
-    /// they start (a hook, a test the model wrote) stay confined, and processes the
-    /// model left running in the sandbox gain nothing from the rule.
+    /// with only the `allow_write` places its redirections write added ([`Lift`]), and
+    /// contained. Never `.git` writable nor the network on: each way of letting git
+    /// write the repository from the sandbox let code the model can change (a nested
+    /// repository's config, a hook, the login profile) plant what git outside the
+    /// sandbox runs later (docs/permissions.md).
     Lifted(Lift),
 }
 
 /// What auto's sandbox lets a line the allow rules cover do beyond the usual.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lift {
-    /// The workspace's repository (pinned when the session began), when the line's
-    /// covered git commands write it and it runs no hooks: its git directory becomes
-    /// writable, but for what git runs programs from later (`config`, `hooks`...).
-    pub repository: Option<crate::permission::PinnedRepository>,
     /// Places the user allowed writing (`allow_write` rules) that the line writes.
     pub writable: Vec<PathBuf>,
-    /// Whether the line may use the network: a covered git command reaches a remote
-    /// (`push`, `fetch`...). Other commands get only what `[sandbox] network` says: one
-    /// the model can change (a test, a Makefile) must not carry data out.
-    pub network: bool,
 }
 
 impl ToolContext {

@@ -1,7 +1,7 @@
-//! A shell line the allow rules cover. In auto it runs in the sandbox with what its
-//! rules need lifted: the pinned repository's git directory writable but for its config
-//! and hooks, the network for a command that is not a local git one; programs it starts
-//! stay confined. In ask it runs outside the sandbox, its git in the repository the
+//! A shell line the allow rules cover. In auto it runs unasked but in the sandbox: only
+//! the `allow_write` places its redirections write are added, `.git` stays read-only,
+//! and what it starts ends with it. In ask it runs outside the sandbox, its git in the
+//! repository the
 //! session pinned, whatever git would find when it runs: a `.git` a sandboxed process
 //! made meanwhile (hooks and all) is never used, and a pinned repository that was
 //! replaced stops the line. A repository whose hooks sandboxed commands can write
@@ -15,7 +15,7 @@ use common::permission::{git_subcommand_rules, repository};
 use common::{call, context, err, ok};
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::{
-    Assessment, PermissionPolicy, PinnedRepository, workspace_repository,
+    AllowList, Assessment, PermissionPolicy, PinnedRepository, SandboxStatus, workspace_repository,
 };
 use kestrel_tools::{Lift, ToolContext, Unconfined};
 use serde_json::json;
@@ -103,130 +103,51 @@ fn lifted(work: &Path, lift: Lift) -> ToolContext {
     ToolContext { unconfined: Unconfined::Lifted(lift), ..context(work, Mode::Auto) }
 }
 
-fn repository_lift(pin: PinnedRepository) -> Lift {
-    Lift { repository: Some(pin), ..Lift::default() }
-}
-
-#[tokio::test]
-async fn a_git_rule_in_auto_makes_the_repository_writable_but_not_its_config_or_hooks() {
-    let (work, pin) = committing_repository();
-    let commit = json!({ "command": "git commit -q --allow-empty -m x" });
-    // Without the lift the sandbox keeps .git read-only.
-    let output = call(&context(work.path(), Mode::Auto), "shell", commit.clone()).await;
-    err(&output);
-    let output = call(&lifted(work.path(), repository_lift(pin.clone())), "shell", commit).await;
-    ok(&output);
-    assert_eq!(git(work.path(), &["log", "--format=%s"]), "x");
-    // What git outside the sandbox runs programs from stays read-only.
-    for line in [
-        "git config core.fsmonitor 'touch /x'",
-        "echo 'touch /x' > .git/hooks/post-checkout",
-        "echo '*.txt diff=x' > .git/info/attributes",
-    ] {
-        let output = call(
-            &lifted(work.path(), repository_lift(pin.clone())),
-            "shell",
-            json!({ "command": line }),
-        )
-        .await;
-        err(&output);
-    }
-    let config = std::fs::read_to_string(work.path().join(".git/config")).unwrap();
-    assert!(!config.contains("fsmonitor"), "{config}");
-    assert!(!work.path().join(".git/hooks/post-checkout").exists());
-}
-
-#[tokio::test]
-async fn programs_a_covered_line_starts_in_auto_stay_confined() {
-    let (work, pin) = committing_repository();
-    // The user's own hook runs what the model wrote in the working tree (a linter, a
-    // build script): it runs in the sandbox with the line.
-    let out = unconfined::unconfined_scratch();
-    let marker = out.path().join("hook-ran");
-    let hook = work.path().join(".git/hooks/pre-commit");
-    std::fs::write(&hook, "#!/bin/sh\nsh ./check.sh\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let check = format!("touch '{}' 2>/dev/null; echo checked > checked.txt\n", marker.display());
-    std::fs::write(work.path().join("check.sh"), check).unwrap();
-    let line = json!({ "command": "git commit -q --allow-empty -m x" });
-    let output = call(&lifted(work.path(), repository_lift(pin)), "shell", line).await;
-    ok(&output);
-    assert!(work.path().join("checked.txt").exists(), "the hook ran");
-    assert!(!marker.exists(), "the hook wrote outside the sandbox");
-    assert_eq!(git(work.path(), &["log", "--format=%s"]), "x");
-}
-
-#[tokio::test]
-async fn a_lifted_line_does_not_run_when_the_pinned_repository_was_replaced() {
-    let (work, pin) = committing_repository();
-    std::fs::rename(work.path().join(".git"), work.path().join("old.git")).unwrap();
-    git(work.path(), &["init", "-q"]);
-    let line = json!({ "command": "touch ran" });
-    let output = call(&lifted(work.path(), repository_lift(pin)), "shell", line).await;
-    assert!(err(&output).contains("no longer the directory"), "{}", output.content);
-    assert!(!work.path().join("ran").exists());
-}
-
-#[tokio::test]
-async fn a_lift_turns_the_network_on_for_the_line_only() {
-    let work = tempfile::tempdir().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let line = json!({ "command": format!("echo hi > /dev/tcp/127.0.0.1/{port}") });
-    let output = call(&context(work.path(), Mode::Auto), "shell", line.clone()).await;
-    err(&output);
-    let lift = Lift { network: true, ..Lift::default() };
-    let output = call(&lifted(work.path(), lift), "shell", line).await;
-    ok(&output);
-}
-
 /// What auto gives a line under `policy`.
-fn auto(policy: &kestrel_tools::permission::PermissionPolicy, line: &str) -> Unconfined {
+fn auto(policy: &PermissionPolicy, line: &str) -> Unconfined {
     let line = json!({ "command": line }).to_string();
     let (assessment, unconfined) = policy.assess_confinement(Mode::Auto, "shell", &line, false);
     assert_eq!(assessment, Assessment::Allow { run_as: Mode::Auto });
     unconfined
 }
 
-#[test]
-fn auto_lifts_what_the_covered_commands_need_and_no_more() {
-    let work = repository();
-    let policy = git_subcommand_rules(work.path(), &["commit", "push", "init"]);
-    let pin = pinned(work.path());
-    let commit = Lift { repository: Some(pin.clone()), ..Lift::default() };
-    assert_eq!(auto(&policy, "git commit -m x"), Unconfined::Lifted(commit.clone()));
-    assert_eq!(auto(&policy, "git status && git commit -m x"), Unconfined::Lifted(commit));
-    let push = Lift { repository: Some(pin), network: true, ..Lift::default() };
-    let note = policy.sandbox_note(&json!({ "command": "git push" }).to_string());
-    assert_eq!(auto(&policy, "git push"), Unconfined::Lifted(push), "{note:?}");
-    // Making a repository needs nothing of the pinned one.
-    assert_eq!(auto(&policy, "git init"), Unconfined::Lifted(Lift::default()));
+/// In auto a git rule runs its line unasked but sandboxed: `.git` stays read-only and
+/// the network off, and the failure says why and what the user can do.
+#[tokio::test]
+async fn a_git_rule_in_auto_keeps_the_line_in_the_sandbox_and_says_what_to_do() {
+    let (work, _) = committing_repository();
+    let policy = git_subcommand_rules(work.path(), &["commit", "push"]);
+    for line in ["git commit -m x", "git status && git commit -m x", "git push"] {
+        assert_eq!(auto(&policy, line), Unconfined::Lifted(Lift::default()), "{line}");
+    }
+    let commit = json!({ "command": "git commit -q --allow-empty -m x" });
+    err(&call(&lifted(work.path(), Lift::default()), "shell", commit).await);
+    assert!(git(work.path(), &["rev-list", "--all"]).is_empty(), "nothing was committed");
+    let note = PermissionPolicy::lifted_note(&Lift::default());
+    assert!(note.contains("does not make `.git` writable") && note.contains("ask mode"), "{note}");
     // No rule: nothing.
     assert_eq!(auto(&policy, "git tag v1"), Unconfined::No);
-    // A lifted line that fails says what was lifted, and what the sandbox still refuses.
-    let Unconfined::Lifted(push) = auto(&policy, "git push") else { unreachable!() };
-    let note = PermissionPolicy::lifted_note(&push);
-    assert!(note.contains("writable but for its config, hooks"), "{note}");
-    assert!(note.contains("the network on") && note.contains("ask mode"), "{note}");
 }
 
-#[test]
-fn a_git_command_writes_the_repository_only_on_a_line_of_git_commands() {
-    let work = repository();
-    let rules = ["git commit".to_string(), "cargo fmt".to_string()];
-    let policy = kestrel_tools::permission::PermissionPolicy::new(
+/// An `allow_write` place a covered redirection writes is writable for its line.
+#[tokio::test]
+async fn an_allow_write_place_a_covered_line_writes_is_writable_for_it() {
+    let work = tempfile::tempdir().unwrap();
+    let out = unconfined::unconfined_scratch();
+    let target = out.path().join("report.txt");
+    let rules = ["echo done".to_string()];
+    let policy = PermissionPolicy::new(
         work.path().to_path_buf(),
-        kestrel_tools::permission::SandboxStatus::Available { description: "x".into() },
-        kestrel_tools::permission::AllowList::from_config(&rules, &[]),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&rules, std::slice::from_ref(&out.path().to_path_buf())),
     );
-    assert_eq!(auto(&policy, "cargo fmt && git commit -am fmt"), Unconfined::No);
-    let note =
-        policy.sandbox_note(&json!({ "command": "cargo fmt && git commit -am fmt" }).to_string());
-    assert!(note.as_deref().unwrap_or_default().contains("run it on its own"), "{note:?}");
-    // A command other than git gets neither the repository nor the network: a test or
-    // a Makefile the model wrote could carry data out.
-    assert_eq!(auto(&policy, "cargo fmt"), Unconfined::Lifted(Lift::default()));
+    let line = format!("echo done > {}", target.display());
+    let Unconfined::Lifted(lift) = auto(&policy, &line) else { panic!("not covered") };
+    assert_eq!(lift.writable, [out.path().canonicalize().unwrap()]);
+    // Without the lift the sandbox refuses the write.
+    err(&call(&context(work.path(), Mode::Auto), "shell", json!({ "command": line })).await);
+    ok(&call(&lifted(work.path(), lift), "shell", json!({ "command": line })).await);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
 }
 
 #[test]
@@ -288,51 +209,10 @@ async fn what_a_lifted_line_leaves_running_ends_with_it() {
     let work = tempfile::tempdir().unwrap();
     let line = "setsid -f sh -c 'while :; do echo x >> tick; sleep 0.05; done' \
                 </dev/null >/dev/null 2>&1; until [ -s tick ]; do sleep 0.05; done";
-    let lift = Lift { network: true, ..Lift::default() };
-    ok(&call(&lifted(work.path(), lift), "shell", json!({ "command": line })).await);
+    ok(&call(&lifted(work.path(), Lift::default()), "shell", json!({ "command": line })).await);
     let tick = work.path().join("tick");
     let size = || std::fs::metadata(&tick).unwrap().len();
     let before = size();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(size(), before, "a process the lifted line left keeps its network");
-}
-
-#[test]
-fn a_repository_that_runs_hooks_gets_nothing_from_a_git_rule_in_auto() {
-    let work = repository();
-    let policy = git_subcommand_rules(work.path(), &["commit"]);
-    // git's samples are not hooks.
-    assert!(matches!(auto(&policy, "git commit -m x"), Unconfined::Lifted(_)));
-    let hook = work.path().join(".git/hooks/pre-commit");
-    std::fs::write(&hook, "#!/bin/sh\nmake lint\n").unwrap();
-    assert_eq!(auto(&policy, "git commit -m x"), Unconfined::No);
-    let note = policy.sandbox_note(&json!({ "command": "git commit -m x" }).to_string());
-    let note = note.unwrap_or_default();
-    assert!(note.contains("runs hooks (pre-commit)") && note.contains("as usual"), "{note}");
-    // Hooks elsewhere (core.hooksPath) count the same.
-    std::fs::remove_file(&hook).unwrap();
-    let elsewhere = tempfile::tempdir().unwrap();
-    std::fs::write(elsewhere.path().join("pre-push"), "#!/bin/sh\n").unwrap();
-    let path = elsewhere.path().display().to_string();
-    git(work.path(), &["config", "core.hooksPath", &path]);
-    assert_eq!(auto(&policy, "git commit -m x"), Unconfined::No);
-}
-
-#[tokio::test]
-async fn a_git_rule_in_a_linked_worktree_writes_it_but_not_the_other_worktrees() {
-    let (main, _) = committing_repository();
-    git(main.path(), &["commit", "-q", "--allow-empty", "-m", "first"]);
-    let trees = tempfile::tempdir().unwrap();
-    let (one, two) = (trees.path().join("one"), trees.path().join("two"));
-    for tree in [&one, &two] {
-        git(main.path(), &["worktree", "add", "-q", &tree.display().to_string()]);
-    }
-    let pin = pinned(&one);
-    let commit = json!({ "command": "git commit -q --allow-empty -m in-one" });
-    ok(&call(&lifted(&one, repository_lift(pin.clone())), "shell", commit).await);
-    assert_eq!(git(&one, &["log", "-1", "--format=%s"]), "in-one");
-    let common = main.path().join(".git/worktrees/two/commondir").canonicalize().unwrap();
-    let line = json!({ "command": format!("echo /elsewhere > '{}'", common.display()) });
-    err(&call(&lifted(&one, repository_lift(pin)), "shell", line).await);
-    assert_eq!(std::fs::read_to_string(&common).unwrap().trim(), "../..");
+    assert_eq!(size(), before, "a process the lifted line left keeps running");
 }

@@ -708,15 +708,6 @@ pub(crate) fn creates_repository(args: &[&str]) -> bool {
         .is_some_and(|subcommand| CREATES_AT.iter().any(|(name, _)| *name == subcommand))
 }
 
-/// Subcommands that may reach another machine.
-const NETWORK: [&str; 9] =
-    ["clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote", "archive", "lfs"];
-
-/// Whether `git ARGS` (global options first) may use the network (`push`, `fetch`...).
-pub(crate) fn uses_network(args: &[&str]) -> bool {
-    subcommand(args).is_none_or(|subcommand| NETWORK.contains(&subcommand))
-}
-
 /// The subcommand of `git ARGS` (global options first), `None` when it cannot be told.
 fn subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
     split_subcommand(args).map(|(subcommand, _)| subcommand)

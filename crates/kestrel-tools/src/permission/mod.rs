@@ -8,11 +8,11 @@
 //!   `shell` runs in the OS sandbox. Writes to what the sandbox keeps read-only inside
 //!   the workspace (`.git`, `.kestrel`, `$KESTREL_HOME`) need approval. A shell command is
 //!   never refused by parsing; only when no sandbox can be had does a command that is not
-//!   known read-only need approval. A line the user's rules cover in every part runs in
-//!   the sandbox with what they need lifted (the repository's git directory for a git
-//!   rule, the network, `allow_write` places: see `Lift`), not outside it: programs it
-//!   starts and processes left running stay confined. A covered file write outside
-//!   the workspace runs as in ask.
+//!   known read-only need approval. A line the user's rules cover in every part still
+//!   runs in the sandbox, with only the `allow_write` places it writes added (`Lift`):
+//!   never `.git` writable nor the network on, since what git reads from a workspace the
+//!   model writes freely is the model's (docs/permissions.md). A covered file write
+//!   outside the workspace runs as in ask.
 //! - `ask`: reads and known read-only commands run; writes, other commands and other
 //!   tools need approval, unless an "always" rule covers them. An approved or covered
 //!   file write outside the workspace writes exactly the file its path resolved to
@@ -27,7 +27,6 @@ mod analysis;
 pub mod command;
 mod flags;
 mod git;
-mod hooks;
 mod operands;
 mod read_only;
 mod remote;
@@ -35,67 +34,6 @@ mod repository;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
-/// What the commands of a line do with git.
-#[derive(Default)]
-struct GitParts {
-    /// A git command uses the repository it finds (reading ones too).
-    uses: bool,
-    /// A git command not known read-only uses it (`commit`).
-    writes: bool,
-    /// A git command makes a repository (`clone`, `init`).
-    creates: bool,
-    /// A git command may reach the network.
-    network: bool,
-    /// A command not known read-only that is not git.
-    other: bool,
-}
-
-fn git_parts(analysis: &CommandAnalysis) -> GitParts {
-    let mut parts = GitParts::default();
-    let concerns = analysis.concerns.iter().map(|concern| (concern, true));
-    let read_only = analysis.judged_on_files.iter().map(|concern| (concern, false));
-    for (concern, writing) in concerns.chain(read_only) {
-        let Concern::Command { leading, git_dirs, .. } = concern else { continue };
-        if git_dirs.is_none() {
-            parts.other |= writing;
-            continue;
-        }
-        let args: Vec<&str> = leading
-            .iter()
-            .skip_while(|word| word.contains('='))
-            .skip(1)
-            .map(String::as_str)
-            .collect();
-        if git::creates_repository(&args) {
-            parts.creates = true;
-        } else {
-            parts.uses = true;
-            parts.writes |= writing;
-        }
-        parts.network |= writing && git::uses_network(&args);
-    }
-    parts
-}
-
-/// Why a line every part of which the rules cover still does not get what they lift,
-/// `None` when it does. A line that makes a repository and uses one: pinned, its git
-/// would write into the workspace's. In the sandbox, a git command that writes the
-/// repository beside a command that is not git: the repository would be writable for
-/// that command too (a test the model wrote).
-fn line_not_lifted(analysis: &CommandAnalysis, sandboxed: bool) -> Option<&'static str> {
-    let git = git_parts(analysis);
-    if git.creates && git.uses {
-        return Some("it both makes a repository and uses one: run them on separate lines");
-    }
-    if sandboxed && git.writes && git.other {
-        return Some(
-            "a git command that writes the repository runs with the repository writable only \
-             on a line of git commands: run it on its own",
-        );
-    }
-    None
-}
-
 #[cfg(test)]
 pub(crate) use repository::pinned;
 pub use repository::{PinnedRepository, note_made, workspace_repository};
@@ -281,8 +219,8 @@ impl PermissionPolicy {
             mode == Mode::Auto && matches!(self.sandbox, SandboxStatus::Available { .. });
         let lift = if analysis.is_read_only() { None } else { self.lift(&analysis, sandboxed) };
         let unsandboxed = match (&self.sandbox, mode) {
-            // A line the user's rules cover runs in the sandbox with what they need
-            // lifted (`git commit` writes `.git`): see `Lift`.
+            // A line the user's rules cover still runs in the sandbox, with the
+            // `allow_write` places it writes added and contained: see `Lift`.
             (SandboxStatus::Available { .. }, Mode::Auto) => {
                 let lift = lift.unwrap_or_default();
                 return (Assessment::Allow { run_as: Mode::Auto }, lift);
@@ -319,21 +257,18 @@ impl PermissionPolicy {
     }
 
     /// How a line the allow rules cover runs, `None` when they do not cover it: with
-    /// `sandboxed` (auto with a sandbox) in the sandbox with what its covered commands
-    /// need lifted, otherwise outside it with its git commands pinned to the workspace's
-    /// repository (a `git -C elsewhere` in it too).
+    /// `sandboxed` (auto with a sandbox) in the sandbox with the `allow_write` places its
+    /// redirections write added, otherwise outside it with its git commands pinned to
+    /// the workspace's repository (a `git -C elsewhere` in it too).
     fn lift(&self, analysis: &CommandAnalysis, sandboxed: bool) -> Option<Unconfined> {
-        if !self.covers(analysis) || line_not_lifted(analysis, sandboxed).is_some() {
+        if !self.covers(analysis) || line_not_lifted(analysis).is_some() {
             return None;
         }
-        if sandboxed && self.hooks_run(analysis).is_some() {
-            return None;
-        }
-        let git = git_parts(analysis);
         if !sandboxed {
             // Pinned also when no covered part is git: a read-only `git status` that runs
             // first needs no rule, but would otherwise find whatever repository is there
             // then. A line that only makes repositories has none to pin.
+            let git = git_parts(analysis);
             let repository = if git.creates && !git.uses { None } else { self.repository.clone() };
             return Some(Unconfined::ByRules { repository });
         }
@@ -345,11 +280,7 @@ impl PermissionPolicy {
                 _ => None,
             })
             .collect();
-        Some(Unconfined::Lifted(Lift {
-            repository: if git.writes { self.repository.clone() } else { None },
-            writable,
-            network: git.network,
-        }))
+        Some(Unconfined::Lifted(Lift { writable }))
     }
 
     /// Whether the allow rules cover every concern, and every part known read-only
@@ -472,57 +403,33 @@ impl PermissionPolicy {
         }
     }
 
-    /// Why the repository a line's git commands write may not be writable in auto: it
-    /// runs hooks (or they cannot be told). `None` when the line writes no repository.
-    fn hooks_run(&self, analysis: &CommandAnalysis) -> Option<String> {
-        let repository = self.repository.as_ref().filter(|_| git_parts(analysis).writes)?;
-        match hooks::active_hooks(repository) {
-            Ok(hooks) if hooks.is_empty() => None,
-            Ok(hooks) => Some(format!(
-                "the repository runs hooks ({}), which may run code the model can change; \
-                 with its git directory writable that code could plant what git runs outside \
-                 the sandbox later",
-                hooks.join(", ")
-            )),
-            Err(reason) => Some(format!("the repository's hooks cannot be told: {reason}")),
-        }
-    }
-
-    /// For a line the rules cover every part of that auto still ran in the plain
-    /// sandbox: why nothing was lifted. `None` when that cannot be told now.
+    /// For a line the rules cover every part of that is still not covered: why.
     fn not_lifted_note(&self, analysis: &CommandAnalysis) -> Option<String> {
-        let why = line_not_lifted(analysis, true)
-            .map(str::to_string)
-            .or_else(|| self.hooks_run(analysis))?;
+        let why = line_not_lifted(analysis)?;
         Some(format!(
             "Note: the user's allow rules cover every part of this line, but {why}; so it \
              ran in the sandbox as usual."
         ))
     }
 
-    /// For a line auto ran in the sandbox widened by `lift` that failed: what was lifted
-    /// and what the sandbox still refuses.
+    /// For a line the rules cover that failed in auto's sandbox: what the rules gave it
+    /// and what they do not give in auto.
     pub fn lifted_note(lift: &Lift) -> String {
-        let mut lifted = Vec::new();
-        if let Some(repository) = &lift.repository {
-            lifted.push(format!(
-                "{} writable but for its config, hooks and the like",
-                repository.git_dir.display()
-            ));
-        }
-        lifted.extend(lift.writable.iter().map(|place| format!("{} writable", place.display())));
-        if lift.network {
-            lifted.push("the network on".into());
-        }
-        let lifted = if lifted.is_empty() { "nothing more".into() } else { lifted.join(", ") };
+        let places: Vec<String> =
+            lift.writable.iter().map(|place| place.display().to_string()).collect();
+        let given = if places.is_empty() {
+            String::new()
+        } else {
+            format!(" with {} writable", places.join(", "))
+        };
         format!(
-            "Note: the user's allow rules cover this line, so in auto it ran in the sandbox \
-             with {lifted}. The sandbox still refuses what the rules do not name: writing \
-             git's config or hooks (`git push -u`, a tracking branch), the network for other \
-             commands, unix sockets (an ssh agent, docker), writes outside the workspace, \
-             the temp directories and `allow_write` places. If that is why it failed, the \
-             user can switch to ask mode, where the rules let a covered line run outside \
-             the sandbox."
+            "Note: the user's allow rules cover this line, so it ran unasked, in the sandbox \
+             all the same{given}. In auto a rule does not make `.git` writable, turn the \
+             network on or open anything else the sandbox refuses: the programs such a line \
+             runs (git reading a nested repository's config, hooks, the login profile) can be \
+             ones the model changed. If that is why it failed, the user can run it in ask \
+             mode, where the rules let a covered line run outside the sandbox, or run it \
+             themselves."
         )
     }
 
@@ -776,4 +683,41 @@ fn written_names(tool: &str, arguments: &Value) -> Vec<String> {
         }
         _ => Vec::new(),
     }
+}
+
+/// What the git commands of a line do with repositories.
+#[derive(Default)]
+struct GitParts {
+    /// A git command uses the repository it finds (reading ones too).
+    uses: bool,
+    /// A git command makes a repository (`clone`, `init`).
+    creates: bool,
+}
+
+fn git_parts(analysis: &CommandAnalysis) -> GitParts {
+    let mut parts = GitParts::default();
+    for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
+        let Concern::Command { leading, git_dirs: Some(_), .. } = concern else { continue };
+        let args: Vec<&str> = leading
+            .iter()
+            .skip_while(|word| word.contains('='))
+            .skip(1)
+            .map(String::as_str)
+            .collect();
+        if git::creates_repository(&args) {
+            parts.creates = true;
+        } else {
+            parts.uses = true;
+        }
+    }
+    parts
+}
+
+/// Why a line every part of which the rules cover is still not covered, `None` when it
+/// is: a line that makes a repository and uses one (pinned, its git would write into
+/// the workspace's).
+fn line_not_lifted(analysis: &CommandAnalysis) -> Option<&'static str> {
+    let git = git_parts(analysis);
+    (git.creates && git.uses)
+        .then_some("it both makes a repository and uses one: run them on separate lines")
 }
