@@ -37,10 +37,15 @@ pub(crate) fn script(
     Ok(function + line)
 }
 
-/// Widens `policy` by what `lift` names: the `allow_write` places writable; the line
-/// contained (nothing it starts keeps running after it).
+/// Widens `policy` by what `lift` names: the `allow_write` places writable (but the
+/// `.git` and `.kestrel` in them); the line contained (nothing it starts keeps running
+/// after it).
 pub(crate) fn widen(policy: &mut SandboxPolicy, lift: &Lift) {
-    policy.writable.extend(lift.writable.iter().cloned());
+    for place in &lift.writable {
+        // Git's and Kestrel's metadata beneath it stay read-only, as in the workspace.
+        policy.protected.extend(SandboxPolicy::workspace_write(place, false).protected);
+        policy.writable.push(place.clone());
+    }
     policy.contained = true;
 }
 

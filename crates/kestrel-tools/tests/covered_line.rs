@@ -146,8 +146,22 @@ async fn an_allow_write_place_a_covered_line_writes_is_writable_for_it() {
     assert_eq!(lift.writable, [out.path().canonicalize().unwrap()]);
     // Without the lift the sandbox refuses the write.
     err(&call(&context(work.path(), Mode::Auto), "shell", json!({ "command": line })).await);
-    ok(&call(&lifted(work.path(), lift), "shell", json!({ "command": line })).await);
+    ok(&call(&lifted(work.path(), lift.clone()), "shell", json!({ "command": line })).await);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
+    // A repository in that place keeps its `.git` read-only.
+    git(out.path(), &["init", "-q"]);
+    let hook = out.path().join(".git/hooks/pre-commit");
+    let line = format!("echo 'touch /x' > {}", hook.display());
+    err(&call(&lifted(work.path(), lift), "shell", json!({ "command": line })).await);
+    assert!(!hook.exists());
+    // A write the sandbox allows anyway (in the workspace) widens nothing.
+    let policy = PermissionPolicy::new(
+        work.path().to_path_buf(),
+        SandboxStatus::Available { description: "x".into() },
+        AllowList::from_config(&rules, &[std::path::PathBuf::from("/")]),
+    );
+    let inside = format!("echo done > {}", work.path().join("notes.txt").display());
+    assert_eq!(auto(&policy, &inside), Unconfined::Lifted(Lift::default()));
 }
 
 #[test]
@@ -182,7 +196,9 @@ fn a_line_that_makes_a_repository_and_uses_one_is_not_covered() {
     // Pinned to the workspace's repository, `git init` would reinitialise it.
     assert_eq!(judge("git init && git commit -m x"), Unconfined::No);
     assert_eq!(judge("git init"), Unconfined::ByRules { repository: None });
-    assert_eq!(auto(&policy, "git init && git commit -m x"), Unconfined::No);
+    // In auto nothing is pinned: it runs unasked, sandboxed.
+    let sandboxed = Unconfined::Lifted(Lift::default());
+    assert_eq!(auto(&policy, "git init && git commit -m x"), sandboxed);
 }
 
 #[test]

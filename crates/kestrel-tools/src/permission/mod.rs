@@ -261,10 +261,13 @@ impl PermissionPolicy {
     /// redirections write added, otherwise outside it with its git commands pinned to
     /// the workspace's repository (a `git -C elsewhere` in it too).
     fn lift(&self, analysis: &CommandAnalysis, sandboxed: bool) -> Option<Unconfined> {
-        if !self.covers(analysis) || line_not_lifted(analysis).is_some() {
+        if !self.covers(analysis) {
             return None;
         }
         if !sandboxed {
+            if line_not_lifted(analysis).is_some() {
+                return None;
+            }
             // Pinned also when no covered part is git: a read-only `git status` that runs
             // first needs no rule, but would otherwise find whatever repository is there
             // then. A line that only makes repositories has none to pin.
@@ -276,7 +279,12 @@ impl PermissionPolicy {
             .concerns
             .iter()
             .filter_map(|concern| match concern {
-                Concern::Write { path: Some(path), .. } => self.covering_rule(path),
+                // Only what the sandbox would refuse, never git's or Kestrel's metadata.
+                Concern::Write { path: Some(path), .. }
+                    if !self.sandbox_writes(path) && guarded_place(&self.cwd, path).is_none() =>
+                {
+                    self.covering_rule(path)
+                }
                 _ => None,
             })
             .collect();
@@ -331,10 +339,9 @@ impl PermissionPolicy {
         }
     }
 
-    /// For a shell call that failed in auto's plain sandbox although the allow rules
-    /// cover part of its line: which parts they do not cover and why, or (all covered)
-    /// why nothing was lifted, so that a failure on the sandbox's limits says what would
-    /// lift it. `None` when no rule covers any part. (A lifted line: [`Self::lifted_note`].)
+    /// For a shell call that failed in auto's sandbox although the allow rules cover
+    /// part of its line: which parts they do not cover and why. `None` when no rule
+    /// covers any part, or every part (then [`Self::lifted_note`]).
     pub fn sandbox_note(&self, arguments: &str) -> Option<String> {
         let arguments: Value = serde_json::from_str(arguments).ok()?;
         let command = arguments.get("command").and_then(Value::as_str)?;
@@ -345,7 +352,7 @@ impl PermissionPolicy {
         let reasons: Vec<(&Concern, Uncovered)> =
             parts.iter().filter_map(|part| Some((*part, self.uncovered(part)?))).collect();
         if reasons.is_empty() {
-            return self.not_lifted_note(&analysis);
+            return None;
         }
         // Nothing a rule touched.
         let covered_some = reasons.len() < parts.len();
@@ -370,8 +377,9 @@ impl PermissionPolicy {
             .collect();
         Some(format!(
             "Note: the user's allow rules cover part of this line, but not {}; so the whole \
-             line ran in the sandbox. A command a rule covers runs outside it only on a line \
-             where every part is covered: run it on its own.",
+             line ran in the sandbox. In auto a line the rules cover entirely runs unasked \
+             but in the sandbox all the same: a command that needs more (`.git`, the \
+             network) needs ask mode, where the rules let a covered line run outside it.",
             listed.join("; ")
         ))
     }
@@ -401,15 +409,6 @@ impl PermissionPolicy {
                  those"
             )),
         }
-    }
-
-    /// For a line the rules cover every part of that is still not covered: why.
-    fn not_lifted_note(&self, analysis: &CommandAnalysis) -> Option<String> {
-        let why = line_not_lifted(analysis)?;
-        Some(format!(
-            "Note: the user's allow rules cover every part of this line, but {why}; so it \
-             ran in the sandbox as usual."
-        ))
     }
 
     /// For a line the rules cover that failed in auto's sandbox: what the rules gave it
@@ -458,19 +457,29 @@ impl PermissionPolicy {
         self.covering_rule(path).is_some()
     }
 
-    /// The place an `allow_write` rule covering `path` allows (symlinks resolved).
+    /// The place an `allow_write` rule covering `path` allows (symlinks resolved), the
+    /// narrowest when several do.
     fn covering_rule(&self, path: &Path) -> Option<PathBuf> {
         let real = resolve_existing(path);
         if guarded_place(&self.cwd, path).is_some() {
             return self.allowed.rules().contains(&AllowRule::Path(real.clone())).then_some(real);
         }
-        self.allowed.rules().iter().find_map(|rule| match rule {
+        let places = self.allowed.rules().iter().filter_map(|rule| match rule {
             AllowRule::Path(allowed) => {
                 let allowed = resolve_existing(allowed);
                 real.starts_with(&allowed).then_some(allowed)
             }
             _ => None,
-        })
+        });
+        places.max_by_key(|place| place.components().count())
+    }
+
+    /// Whether auto's sandbox lets a command write `path` anyway (the workspace, a temp
+    /// directory).
+    fn sandbox_writes(&self, path: &Path) -> bool {
+        let real = resolve_existing(path);
+        real.starts_with(resolve_existing(&self.cwd))
+            || real.parent().is_some_and(kestrel_platform::SandboxPolicy::is_scratch)
     }
 
     /// The rules that would cover every concern; empty when some cannot be covered.
