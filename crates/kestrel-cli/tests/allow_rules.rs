@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{TestEnv, Wire, stderr};
+use common::{TestEnv, Wire, stderr, stdout};
 use kestrel_testkit::{Script, ScriptedToolCall, Step};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -178,18 +178,15 @@ fn an_allow_rule_does_not_lift_the_sandbox_for_a_compound_command() {
     // The plain covered command ran unasked; no abusing line's commit happened.
     assert!(!results.last().unwrap().1, "{results:?}");
     assert_eq!(git(&work, &["log", "--format=%s"]), "covered\n");
-    let written: Vec<String> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
+    assert_nothing_written(out.path(), &results);
 }
 
 /// A sed script whose label is followed by another command (GNU sed ends a label at a
-/// blank) is not read-only: with a rule covering the rest of the line, the line still
-/// runs in the sandbox and sed's `e` cannot write outside the workspace.
+/// blank) is not read-only: with a rule covering the rest of the line, the line is still
+/// not covered, so ask does not run it outside the sandbox (nobody to ask: not run) and
+/// sed's `e` writes nothing outside the workspace.
 #[test]
-fn a_sed_command_after_a_label_keeps_the_line_in_the_sandbox() {
+fn a_sed_command_after_a_label_is_not_covered_by_a_rule_for_the_rest() {
     let out = outside();
     let o = out.path().display().to_string();
     let lines = [
@@ -198,80 +195,90 @@ fn a_sed_command_after_a_label_keeps_the_line_in_the_sandbox() {
     ];
     let env = TestEnv::new(Wire::Chat, script(lines.iter().map(|line| shell(line)).collect()));
     add_config(&env, "[permissions]\nallow = [\"touch a.txt\"]");
-    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
+    let output = env.kestrel(&["exec", "--mode", "ask", "go"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let results = tool_results(&env);
     assert_eq!(results.len(), lines.len(), "{results:?}");
-    let written: Vec<String> = std::fs::read_dir(out.path())
+    for (text, failed) in &results {
+        assert!(*failed && text.contains("needs approval"), "{results:?}");
+    }
+    assert_nothing_written(out.path(), &results);
+}
+
+/// The model's `prepare` lines, run in auto (in the sandbox, as the model can), then in
+/// the same session the `covered` lines in ask, where a line the rules cover runs
+/// outside the sandbox unasked: the script.
+fn prepare_then_ask(prepare: &[String], covered: &[String]) -> Script {
+    let mut steps: Vec<Step> =
+        prepare.iter().map(|line| Step::tool_calls(vec![shell(line)])).collect();
+    steps.push(Step::text("prepared"));
+    steps.extend(covered.iter().map(|line| Step::tool_calls(vec![shell(line)])));
+    steps.push(Step::text("done"));
+    Script::new(steps)
+}
+
+/// Runs a [`prepare_then_ask`] script: `exec` in auto, then `exec resume` in ask.
+fn run_prepare_then_ask(env: &TestEnv) -> Vec<(String, bool)> {
+    let first = env.kestrel(&["exec", "--json", "--mode", "auto", "prepare"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let started: Value = serde_json::from_str(stdout(&first).lines().next().unwrap()).unwrap();
+    let id = started["session_id"].as_str().unwrap();
+    let second = env.kestrel(&["exec", "resume", "--mode", "ask", id, "go on"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    tool_results(env)
+}
+
+fn assert_nothing_written(out: &Path, results: &[(String, bool)]) {
+    let written: Vec<String> = std::fs::read_dir(out)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(written.is_empty(), "written outside the workspace: {written:?}\n{results:?}");
 }
 
-/// A git rule lets out of the sandbox only the workspace's own repository, the one it
-/// had when the session started: a repository the model makes in the sandbox (with a
-/// hook of its own) gets none of it, nor does the workspace's when it had none at start.
+/// A git rule lets out of the sandbox (in ask) only the workspace's own repository, the
+/// one it had when the session started: a repository the model makes in the sandbox
+/// (with a hook of its own) is not covered, so its hook never runs outside the sandbox.
+/// (A workspace with none at start: `allow_rules_repository.rs`.)
 #[test]
 fn a_git_rule_does_not_cover_a_repository_the_model_made() {
     let out = outside();
     let o = out.path().display().to_string();
-    let hook = |dir: &str, name: &str| {
-        let hooks = format!("{dir}/.git/hooks/pre-commit");
-        format!(
-            "git init -q {dir} && git -C {dir} config user.name T && git -C {dir} config \
-             user.email t@example.org && printf '#!/bin/sh\\ntouch {o}/{name}\\n' > {hooks} \
-             && chmod +x {hooks}"
-        )
-    };
-    let commit = |dir: &str| format!("cd {dir} && git commit -q --allow-empty -m x");
-    // A workspace with a repository: a new one beneath it.
-    let env =
-        TestEnv::new(Wire::Chat, script(vec![shell(&hook("sub", "sub")), shell(&commit("sub"))]));
+    let hooks = "sub/.git/hooks/pre-commit";
+    let plant = format!(
+        "git init -q sub && git -C sub config user.name T && git -C sub config user.email \
+         t@example.org && printf '#!/bin/sh\\ntouch {o}/hook-ran\\n' > {hooks} && chmod +x {hooks}"
+    );
+    let commit = "cd sub && git commit -q --allow-empty -m x".to_string();
+    let env = TestEnv::new(Wire::Chat, prepare_then_ask(&[plant], &[commit]));
     let work = env.work_path();
     git(&work, &["init", "-q"]);
     add_config(&env, "[permissions]\nallow = [\"git commit\"]");
-    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = tool_results(&env);
-    assert!(results.len() == 2 && !results[0].1, "{results:?}");
-    // A workspace without one at start: the model's own becomes the workspace's.
-    let env = TestEnv::new(Wire::Chat, script(vec![shell(&hook(".", "top")), shell(&commit("."))]));
-    add_config(&env, "[permissions]\nallow = [\"git commit\"]");
-    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = tool_results(&env);
-    assert!(results.len() == 2 && !results[0].1, "{results:?}");
-    let written: Vec<String> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(written.is_empty(), "a hook ran outside the sandbox: {written:?}\n{results:?}");
+    let results = run_prepare_then_ask(&env);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(!results[0].1 && work.join(hooks).exists(), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("needs approval"), "{results:?}");
+    assert_nothing_written(out.path(), &results);
 }
 
 /// A rule names a command as the user wrote it: the model, sandboxed, can make its
 /// operand a symlink out of the workspace first (dangling, so that touching it creates
-/// the target; or a directory on the way), and the covered command then stays in the
-/// sandbox, which keeps the outside read-only.
+/// the target; or a directory on the way); the covered command is then not covered, and
+/// ask does not run it outside the sandbox.
 #[test]
 fn an_allow_rule_does_not_follow_a_symlink_the_model_made_out_of_the_workspace() {
     let out = outside();
     let o = out.path().display().to_string();
-    let calls = vec![
-        shell(&format!("ln -s {o}/victim.txt a.txt && ln -s {o} d")),
-        shell("touch a.txt"),
-        shell("touch d/x"),
-    ];
-    let env = TestEnv::new(Wire::Chat, script(calls));
+    let links = format!("ln -s {o}/victim.txt a.txt && ln -s {o} d");
+    let touches = ["touch a.txt".to_string(), "touch d/x".to_string()];
+    let env = TestEnv::new(Wire::Chat, prepare_then_ask(&[links], &touches));
     add_config(&env, "[permissions]\nallow = [\"touch a.txt\", \"touch d/x\"]");
-    let output = env.kestrel(&["exec", "--mode", "auto", "go"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let results = tool_results(&env);
-    assert!(results.len() == 3 && !results[0].1, "{results:?}");
+    let results = run_prepare_then_ask(&env);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(!results[0].1, "{results:?}");
     assert!(std::fs::symlink_metadata(env.work_path().join("d")).unwrap().is_symlink());
-    let written: Vec<String> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(written.is_empty(), "written through a symlink: {written:?}\n{results:?}");
+    for (text, failed) in &results[1..] {
+        assert!(*failed && text.contains("needs approval"), "{results:?}");
+    }
+    assert_nothing_written(out.path(), &results);
 }

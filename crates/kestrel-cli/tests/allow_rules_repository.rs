@@ -1,8 +1,9 @@
-//! A git rule lifts the sandbox only for the repository a session's line began with:
-//! the record keeps it, a resumed session and a subagent use the record's, never one a
-//! sandboxed command made since (hooks and all). And in ask a line a rule covers does not
-//! run outside the sandbox when the login PATH holds a directory sandboxed commands can
-//! write. Through the real binary.
+//! In ask a git rule lets a line out of the sandbox only for the repository a session's
+//! line began with: the record keeps it, a resumed session and a subagent use the
+//! record's, never one a sandboxed command made since (hooks and all). Nor does a line a
+//! rule covers run outside the sandbox when the login PATH holds a directory sandboxed
+//! commands can write. Through the real binary; the repository is planted in auto, as
+//! the model can, and the commit tried in ask, where a covered line runs unconfined.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -79,11 +80,11 @@ fn a_resumed_session_does_not_trust_a_repository_made_since_it_began() {
     assert_eq!(header(&records[0])["repository"], json!({"kind": "none"}));
     assert!(env.work_path().join(".git/hooks/pre-commit").exists(), "{:?}", env.tool_results());
 
-    let resumed = env.kestrel(&["exec", "resume", &id, "commit it"]);
+    let resumed = env.kestrel(&["exec", "resume", "--mode", "ask", &id, "commit it"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let results = env.tool_results();
     assert_eq!(results.len(), 2, "{results:?}");
-    assert!(results[1].1 && results[1].0.contains("sandbox"), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("needs approval"), "{results:?}");
     assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
 }
 
@@ -93,7 +94,7 @@ fn a_subagent_trusts_the_repository_its_parent_began_with() {
     let marker = out.path().join("hook-ran");
     let task = ScriptedToolCall::new(
         "task",
-        json!({"description": "commit", "prompt": "commit", "mode": "auto"}),
+        json!({"description": "commit", "prompt": "commit", "mode": "ask"}),
     );
     let script = Script::new([
         shell(&plant(&marker)),
@@ -113,8 +114,10 @@ fn a_subagent_trusts_the_repository_its_parent_began_with() {
         assert_eq!(header(record)["repository"], json!({"kind": "none"}), "{record:?}");
     }
     let results = all_tool_results(&records);
-    // The child ran the commit in auto: in the sandbox, which keeps the new .git read-only.
-    assert!(results.iter().any(|(text, error)| *error && text.contains("sandbox")), "{results:?}");
+    // The child's commit in ask was not covered: asked, and with nobody to ask (a
+    // subagent's question goes to its parent's host) denied.
+    let asked = |(text, error): &(String, bool)| *error && text.contains("denied `shell`");
+    assert!(results.iter().any(asked), "{results:?}");
     assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
 }
 
@@ -191,7 +194,7 @@ fn a_new_session_does_not_trust_a_repository_a_sandboxed_command_made() {
     let first = env.kestrel(&["exec", "--mode", "auto", "plant"]);
     assert!(first.status.success(), "{}", stderr(&first));
     // A session of its own, begun with the model's repository in place.
-    let second = env.kestrel(&["exec", "--mode", "auto", "commit"]);
+    let second = env.kestrel(&["exec", "--mode", "ask", "commit"]);
     assert!(second.status.success(), "{}", stderr(&second));
     let records = env.records();
     assert_eq!(records.len(), 2, "{records:?}");
@@ -199,6 +202,7 @@ fn a_new_session_does_not_trust_a_repository_a_sandboxed_command_made() {
         assert_eq!(header(record)["repository"], json!({"kind": "none"}), "{record:?}");
     }
     let results = all_tool_results(&records);
-    assert!(results.iter().any(|(text, error)| *error && text.contains("sandbox")), "{results:?}");
+    let asked = |(text, error): &(String, bool)| *error && text.contains("needs approval");
+    assert!(results.iter().any(asked), "{results:?}");
     assert!(!marker.exists(), "the planted hook ran outside the sandbox: {results:?}");
 }

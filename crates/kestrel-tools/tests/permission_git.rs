@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
+#[path = "../../kestrel-platform/tests/support/unconfined.rs"]
+mod unconfined;
 
 use common::permission::{
     assert_not_covered, assess_shell, auto_lifts, git_subcommand_rules, repository,
@@ -300,12 +302,55 @@ fn a_git_network_rule_covers_only_the_repositorys_own_remotes() {
     assert!(auto_lifts(&covered, "git push upstream main"));
 }
 
+/// A remote whose URL is a repository on this machine that sandboxed commands can write
+/// (in the workspace, under /tmp) is not covered: pushing runs its hooks (`post-receive`)
+/// outside the sandbox in ask. One where they cannot write, with no risky config, is.
+#[test]
+fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
+    let work = repository();
+    let covered = git_subcommand_rules(work.path(), &["push", "fetch"]);
+    bare_repository(&work.path().join("backup.git"));
+    with_remote_at(work.path(), "backup", "./backup.git");
+    let scratch = tempfile::tempdir().unwrap();
+    bare_repository(&scratch.path().join("r.git"));
+    let in_tmp = format!("file://{}", scratch.path().join("r.git").display());
+    with_remote_at(work.path(), "scratch", &in_tmp);
+    for line in ["git push backup main", "git fetch scratch", "git push"] {
+        assert!(!auto_lifts(&covered, line), "{line}");
+        assert!(
+            matches!(assess_shell(&covered, Mode::Ask, line), Assessment::Ask { .. }),
+            "{line}"
+        );
+    }
+    // The same repository beyond the sandbox's reach is covered, until its config sets
+    // something that runs programs.
+    let kept = unconfined::unconfined_scratch();
+    let elsewhere = kept.path().join("r.git");
+    bare_repository(&elsewhere);
+    let other = repository();
+    with_remote_at(other.path(), "kept", &elsewhere.display().to_string());
+    let covered = git_subcommand_rules(other.path(), &["push"]);
+    assert!(auto_lifts(&covered, "git push kept main"));
+    assert!(auto_lifts(&covered, "git push"));
+    git(&elsewhere, &["config", "core.fsmonitor", "touch /outside/f"]);
+    assert!(!auto_lifts(&covered, "git push kept main"));
+}
+
 /// `git remote add NAME`, a remote of the repository at `work`.
 fn with_remote(work: &Path, name: &str) {
-    let status = std::process::Command::new("git")
-        .args(["remote", "add", name, "https://example.org/r.git"])
-        .current_dir(work)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    with_remote_at(work, name, "https://example.org/r.git");
+}
+
+fn with_remote_at(work: &Path, name: &str, url: &str) {
+    git(work, &["remote", "add", name, url]);
+}
+
+fn bare_repository(at: &Path) {
+    std::fs::create_dir_all(at).unwrap();
+    git(at, &["init", "-q", "--bare"]);
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git").args(args).current_dir(dir).status().unwrap();
+    assert!(status.success(), "git {args:?}");
 }

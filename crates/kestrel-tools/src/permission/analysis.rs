@@ -89,8 +89,8 @@ pub struct CommandAnalysis {
     /// Parts known read-only only by what the files said when the line was judged
     /// (git reads the repository's config), as [`Concern::Command`]s. Run after other
     /// parts of the line changed things (`git init --template=./t sub && git -C sub
-    /// status`), they may run anything: a line that runs outside the sandbox because
-    /// a rule covers it needs a rule for each of these too.
+    /// status`), they may run anything: a line covered by rules (outside the sandbox
+    /// in ask) needs a rule for each of these too.
     pub judged_on_files: Vec<Concern>,
 }
 

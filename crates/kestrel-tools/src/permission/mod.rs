@@ -41,7 +41,7 @@ pub use repository::{PinnedRepository, note_made, workspace_repository};
 use crate::apply_patch::{FileOperation, parse_patch};
 use crate::workspace::{guarded_place, normalize, resolve_existing};
 use crate::{Lift, Unconfined};
-use kestrel_platform::Sandbox;
+use kestrel_platform::{Sandbox, SandboxPolicy};
 use kestrel_protocol::{Mode, WorkspaceRepository};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -150,9 +150,10 @@ impl PermissionPolicy {
         self.assess_confinement(mode, tool, arguments, read_only_tool).0
     }
 
-    /// [`assess`](Self::assess), and whether an `Allow` lets `shell` run the line
-    /// outside the sandbox because the allow rules cover it (pass it to the tool as
-    /// `ToolContext::unconfined`, with `Approved` for a call the user approved). Judged
+    /// [`assess`](Self::assess), and how an `Allow`ed `shell` line the allow rules
+    /// cover runs: outside the sandbox in ask (`ByRules`), in it with only its
+    /// `allow_write` places added in auto (`Lifted`). Pass it to the tool as
+    /// `ToolContext::unconfined`, with `Approved` for a call the user approved. Judged
     /// once, here: a line let through as known read-only stays sandboxed even if what
     /// made it read-only (a repository's config) changes before it runs.
     pub fn assess_confinement(
@@ -292,8 +293,8 @@ impl PermissionPolicy {
     }
 
     /// Whether the allow rules cover every concern, and every part known read-only
-    /// only by the files as they were (git): a covered line runs outside the sandbox,
-    /// after its covered parts may have changed those files. A covered command whose
+    /// only by the files as they were (git): in ask a covered line runs outside the
+    /// sandbox, after its covered parts may have changed those files. A covered command whose
     /// operand a symlink leads out of the workspace is not covered (see `operands.rs`).
     fn covers(&self, analysis: &CommandAnalysis) -> bool {
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
@@ -385,7 +386,8 @@ impl PermissionPolicy {
     }
 
     /// Why a `git push`/`fetch`/`pull`/`ls-remote` (its leading words `leading`) is not
-    /// covered for the remote it names: not one of the pinned repository's remotes.
+    /// covered for the remote it names: not one of the pinned repository's remotes, or
+    /// one that is a repository on this machine the model can change.
     fn unknown_remote(&self, leading: &[String]) -> Option<String> {
         let args: Vec<&str> = leading
             .iter()
@@ -399,16 +401,57 @@ impl PermissionPolicy {
         }
         // A name, not a URL: an unknown option or a location is not covered by the rule
         // at all (`git::beyond_a_subcommand_rule`).
-        let name = remote::repository_operand(subcommand, rest)??;
-        let remotes = self.repository.as_ref().map(remote::configured);
-        match remotes {
-            Some(Ok(remotes)) if remotes.iter().any(|remote| remote == name) => None,
-            Some(Err(reason)) => Some(format!("its remotes cannot be told: {reason}")),
-            Some(Ok(_)) | None => Some(format!(
-                "`{name}` is not one of the repository's remotes: a rule lets git reach only \
-                 those"
-            )),
+        let name = remote::repository_operand(subcommand, rest)?;
+        let Some(repository) = &self.repository else {
+            return name.map(|name| format!("`{name}` is not one of the repository's remotes"));
+        };
+        let remotes = match remote::configured(repository) {
+            Ok(remotes) => remotes,
+            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
+        };
+        // None named: git picks the upstream, so every remote must do.
+        let names = match name {
+            Some(name) if remotes.iter().any(|remote| remote == name) => vec![name.to_string()],
+            Some(name) => {
+                return Some(format!(
+                    "`{name}` is not one of the repository's remotes: a rule lets git reach \
+                     only those"
+                ));
+            }
+            None => remotes,
+        };
+        let locations = match remote::local_locations(repository, &names, subcommand == "push") {
+            Ok(locations) => locations,
+            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
+        };
+        locations.iter().find_map(|location| self.local_remote_risk(location))
+    }
+
+    /// Why a repository a remote's URL leads to on this machine is not trusted, if it is
+    /// not: git runs its hooks (`post-receive`) and reads its config as part of the
+    /// command, so it must lie where neither sandboxed commands nor the file tools can
+    /// write, and set nothing that runs programs.
+    fn local_remote_risk(&self, location: &Path) -> Option<String> {
+        let real = resolve_existing(location);
+        let writable = [self.cwd.clone()]
+            .into_iter()
+            .chain(self.repository.iter().filter_map(|pinned| pinned.work_tree.clone()))
+            .chain(SandboxPolicy::scratch_paths())
+            .filter_map(|place| place.canonicalize().ok())
+            .any(|place| real.starts_with(place))
+            || self.covering_rule(&real).is_some();
+        if writable {
+            return Some(format!(
+                "its remote is the repository at {}, where sandboxed commands or the file \
+                 tools can write the hooks git would run",
+                real.display()
+            ));
         }
+        if !real.is_dir() {
+            return None;
+        }
+        repository::risk_unconfined(&real)
+            .map(|reason| format!("its remote, the repository at {}: {reason}", real.display()))
     }
 
     /// For a line the rules cover that failed in auto's sandbox: what the rules gave it

@@ -1,7 +1,7 @@
 //! Where a command's operands lead. A rule covers a command as the user wrote it
-//! (`touch a.txt`), and a covered line runs outside the sandbox; but the model, inside
-//! the sandbox, can first make `a.txt` a symlink to `~/.bashrc` (or `d` one to `/etc`
-//! before `touch d/x`). A covered command whose operand a symlink sends out of the
+//! (`touch a.txt`), and in ask a covered line runs outside the sandbox; but the model,
+//! inside the sandbox, can first make `a.txt` a symlink to `~/.bashrc` (or `d` one to
+//! `/etc` before `touch d/x`). A covered command whose operand a symlink sends out of the
 //! workspace, or into a place guarded in it, is therefore not covered.
 
 use super::command::Word;

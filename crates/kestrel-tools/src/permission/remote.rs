@@ -1,12 +1,13 @@
 //! Which repository a `git push`, `fetch`, `pull` or `ls-remote` talks to. A rule for one
 //! covers it only when that is one of the workspace repository's configured remotes (or
 //! none is named: the branch's upstream), never a URL, `host:path` or a path the model
-//! chose: with the network on for the line, the repository would go wherever the model
+//! chose: run outside the sandbox (ask), the repository would go wherever the model
 //! said. Options are read from a table of each subcommand's options; an unknown one (an
 //! abbreviation too) might take the next word as its value, so it is not covered.
 
 use super::PinnedRepository;
 use super::repository::run_git;
+use std::path::PathBuf;
 
 /// The subcommands this applies to.
 pub(crate) const TALKS_TO_A_REMOTE: [&str; 4] = ["push", "fetch", "pull", "ls-remote"];
@@ -235,4 +236,79 @@ pub(crate) fn configured(repository: &PinnedRepository) -> Result<Vec<String>, S
     command.arg("remote").current_dir(dir);
     let printed = run_git(command, Vec::new())?;
     Ok(String::from_utf8_lossy(&printed).lines().map(str::to_string).collect())
+}
+
+/// The repositories on this machine that `names` (remotes of `repository`) lead to: those
+/// whose URL (`insteadOf` applied, the push URL for `push`) is a local path
+/// (`../backup.git`, `file:///srv/r.git`). Git runs such a repository's hooks and reads
+/// its config as part of the command. Relative paths are from the working tree's top,
+/// where git runs the command.
+pub(crate) fn local_locations(
+    repository: &PinnedRepository,
+    names: &[String],
+    push: bool,
+) -> Result<Vec<PathBuf>, String> {
+    let dir = repository.work_tree.as_deref().unwrap_or(&repository.git_dir);
+    let mut found = Vec::new();
+    for name in names {
+        let mut command = std::process::Command::new("git");
+        command.args(["remote", "get-url", "--all"]);
+        if push {
+            command.arg("--push");
+        }
+        command.arg("--").arg(name).current_dir(dir);
+        let printed = run_git(command, Vec::new())?;
+        for url in String::from_utf8_lossy(&printed).lines() {
+            if let Some(path) = local_path(url) {
+                found.push(dir.join(path));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The path a remote URL names when it is local, as git tells (`url_is_local_not_ssh`):
+/// `file://PATH`, or no scheme, no `helper::` and no `host:` before the first slash.
+fn local_path(url: &str) -> Option<&str> {
+    let is_scheme = |scheme: &str| {
+        !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    };
+    if let Some((scheme, rest)) = url.split_once("://")
+        && is_scheme(scheme)
+    {
+        return scheme.eq_ignore_ascii_case("file").then_some(rest);
+    }
+    if let Some((helper, _)) = url.split_once("::")
+        && is_scheme(helper)
+    {
+        return None;
+    }
+    match (url.find(':'), url.find('/')) {
+        (Some(colon), Some(slash)) if slash < colon => Some(url),
+        (Some(_), _) => None,
+        (None, _) => Some(url),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_path;
+
+    #[test]
+    fn local_paths_are_told_from_network_urls() {
+        for (url, local) in [
+            ("../backup.git", Some("../backup.git")),
+            ("/srv/r.git", Some("/srv/r.git")),
+            ("./a:b", Some("./a:b")),
+            ("file:///srv/r.git", Some("/srv/r.git")),
+            ("FILE:///srv/r.git", Some("/srv/r.git")),
+            ("https://example.org/r.git", None),
+            ("git@example.org:r.git", None),
+            ("example.org:r.git", None),
+            ("ssh://example.org/r.git", None),
+            ("ext::sh -c x", None),
+        ] {
+            assert_eq!(local_path(url), local, "{url}");
+        }
+    }
 }
