@@ -80,8 +80,6 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "git commit -m x && cat README && cd sub",
         "git commit -m x; git commit --amend --no-edit",
         "git init -q",
-        "timeout 60 git commit -m x",
-        "bash -c 'git commit -m x'",
         "git commit -m x 2>/dev/null",
     ] {
         assert!(auto_lifts(&policy, covered), "auto: {covered}");
@@ -114,6 +112,11 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "git commit -m x <(touch /outside/f)",
         "git commit -m x <<EOF\n$(touch /outside/f)\nEOF",
         "bash -c 'git commit -m x; touch /outside/f'",
+        // The real git, not the function that pins a covered line's git to the
+        // session's repository: it would use whatever repository it finds then.
+        "timeout 60 git commit -m x",
+        "nice -n 5 git commit -m x",
+        "bash -c 'git commit -m x'",
         "BASH_ENV=./evil bash -c 'git commit -m x'",
         "ENV=./evil sh -c 'git commit -m x'",
         "LD_PRELOAD=./evil.so git commit -m x",

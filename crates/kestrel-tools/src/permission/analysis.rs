@@ -43,7 +43,8 @@ pub enum Concern {
         reason: String,
         /// For a `git` command: the directories it may run in (after its `-C`s), empty
         /// when not known (after `cd $X`, with `GIT_*` set on it or earlier, with
-        /// `--git-dir`...). `None` for any other command.
+        /// `--git-dir`, through `timeout`/`nice` or in a nested shell...). `None` for any
+        /// other command.
         git_dirs: Option<Vec<PathBuf>>,
         /// The paths its literal operands may name, in every directory it may run in: a
         /// rule does not cover it when a symlink leads one astray (see `operands.rs`).
@@ -403,7 +404,10 @@ fn judge_command(
             .iter()
             .all(|(name, _)| HARMLESS_ASSIGNMENTS.contains(&name.as_str()));
         let prefix = if harmless_only { prefix(words) } else { None };
-        let git_dirs = git_dirs(command, words, location);
+        // Through `timeout`/`nice` or in a nested shell, git is the real one, not the
+        // function that pins a covered line's git to the session's repository.
+        let wrapped = depth > 0 || words.len() != command.words.len();
+        let git_dirs = git_dirs(command, words, location, wrapped);
         let operands = operands::candidates(words, location.places());
         let concern =
             Concern::Command { text: shown, leading, complete, prefix, reason, git_dirs, operands };
@@ -417,15 +421,22 @@ fn judge_command(
     location.follow(words);
 }
 
-/// For a `git` command, the directories it may run in: see [`Concern::Command`].
-fn git_dirs(command: &SimpleCommand, words: &[Word], location: &Location) -> Option<Vec<PathBuf>> {
+/// For a `git` command, the directories it may run in: see [`Concern::Command`]. None
+/// known (empty) when `wrapped`: the pinning does not reach it.
+fn git_dirs(
+    command: &SimpleCommand,
+    words: &[Word],
+    location: &Location,
+    wrapped: bool,
+) -> Option<Vec<PathBuf>> {
     let name = words.first().filter(|word| word.literal)?;
     if name.text.rsplit('/').next() != Some("git") {
         return None;
     }
     let git_set =
         location.git_env || command.assignments.iter().any(|(name, _)| name.starts_with("GIT_"));
-    let Some(places) = location.places().filter(|_| !git_set) else { return Some(Vec::new()) };
+    let places = location.places().filter(|_| !git_set && !wrapped);
+    let Some(places) = places else { return Some(Vec::new()) };
     let args: Vec<&str> =
         words[1..].iter().take_while(|word| word.literal).map(|word| word.text.as_str()).collect();
     Some(git::run_dirs(&args, places))

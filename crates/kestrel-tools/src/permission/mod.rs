@@ -310,8 +310,9 @@ impl PermissionPolicy {
                 }
                 if git_dirs.as_ref().is_some_and(|dirs| !self.own_repository(dirs)) {
                     return Some(Uncovered::Because(
-                        "its repository is not the one the session began with, or its config \
-                         or hooks can run programs"
+                        "its repository is not the one the session began with or cannot be \
+                         told (git through `timeout`, `nice`, a nested shell, `cd $X` or \
+                         `GIT_*`), or its config or hooks can run programs"
                             .into(),
                     ));
                 }
