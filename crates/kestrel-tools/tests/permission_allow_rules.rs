@@ -117,6 +117,10 @@ fn an_allow_rule_covers_a_compound_line_only_when_it_covers_every_part() {
         "timeout 60 git commit -m x",
         "nice -n 5 git commit -m x",
         "bash -c 'git commit -m x'",
+        // `time` is bash's keyword only first in a pipeline: elsewhere /usr/bin/time.
+        "LC_ALL=C time git commit -m x",
+        "true | time git commit -m x",
+        "2>/dev/null time git commit -m x",
         "BASH_ENV=./evil bash -c 'git commit -m x'",
         "ENV=./evil sh -c 'git commit -m x'",
         "LD_PRELOAD=./evil.so git commit -m x",

@@ -9,7 +9,7 @@ mod common;
 mod unconfined;
 
 use common::permission::{
-    assert_not_covered, assess_shell, auto_lifts, git_subcommand_rules, repository,
+    assert_not_covered, assess_shell, auto_lifts, git_subcommand_rules, read_only, repository,
 };
 use kestrel_protocol::Mode;
 use kestrel_tools::permission::{AllowList, Assessment, PermissionPolicy, SandboxStatus};
@@ -302,19 +302,30 @@ fn a_git_network_rule_covers_only_the_repositorys_own_remotes() {
     assert!(auto_lifts(&covered, "git push upstream main"));
 }
 
-/// A remote whose URL is a repository on this machine that sandboxed commands can write
-/// (in the workspace, under /tmp) is not covered: pushing runs its hooks (`post-receive`)
-/// outside the sandbox in ask. One where they cannot write, with no risky config, is.
+/// A remote whose URL is a repository on this machine that the model can change (in the
+/// workspace, under /tmp, in an `allow_write` place, or with hooks in one) is not
+/// covered: pushing runs its hooks (`post-receive`) outside the sandbox in ask. One the
+/// model cannot change, with no risky config, is.
 #[test]
 fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
-    let work = repository();
-    let covered = git_subcommand_rules(work.path(), &["push", "fetch"]);
-    bare_repository(&work.path().join("backup.git"));
-    with_remote_at(work.path(), "backup", "./backup.git");
+    // A workspace beyond /tmp, so that being in it is what counts.
+    let place = unconfined::unconfined_scratch();
+    let work = place.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    bare_repository(&work.join("backup.git"));
+    with_remote_at(&work, "backup", "./backup.git");
     let scratch = tempfile::tempdir().unwrap();
     bare_repository(&scratch.path().join("r.git"));
     let in_tmp = format!("file://{}", scratch.path().join("r.git").display());
-    with_remote_at(work.path(), "scratch", &in_tmp);
+    with_remote_at(&work, "scratch", &in_tmp);
+    // The same repository beyond the sandbox's reach is covered.
+    let kept = place.path().join("kept.git");
+    bare_repository(&kept);
+    with_remote_at(&work, "kept", &kept.display().to_string());
+    // Named without `.git`, as git finds it too.
+    with_remote_at(&work, "short", &place.path().join("kept").display().to_string());
+    let covered = git_subcommand_rules(&work, &["push", "fetch"]);
     for line in ["git push backup main", "git fetch scratch", "git push"] {
         assert!(!auto_lifts(&covered, line), "{line}");
         assert!(
@@ -322,18 +333,71 @@ fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
             "{line}"
         );
     }
-    // The same repository beyond the sandbox's reach is covered, until its config sets
-    // something that runs programs.
-    let kept = unconfined::unconfined_scratch();
-    let elsewhere = kept.path().join("r.git");
-    bare_repository(&elsewhere);
-    let other = repository();
-    with_remote_at(other.path(), "kept", &elsewhere.display().to_string());
-    let covered = git_subcommand_rules(other.path(), &["push"]);
+    // The question says why the rule did not let it through, and offers no rule that
+    // would only ask again.
+    match assess_shell(&covered, Mode::Ask, "git push backup main") {
+        Assessment::Ask { summary, always, .. } => {
+            assert!(summary.contains("no rule covers it here") && summary.contains("backup.git"));
+            assert!(always.is_empty(), "{always:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(auto_lifts(&covered, "git push kept main"));
-    assert!(auto_lifts(&covered, "git push"));
-    git(&elsewhere, &["config", "core.fsmonitor", "touch /outside/f"]);
+    assert!(auto_lifts(&covered, "git push short main"));
+    // Not when its hooks are where the model writes, its config runs programs, or the
+    // user let the file tools write where it is.
+    git(&kept, &["config", "core.hooksPath", &work.join(".githooks").display().to_string()]);
+    assert!(!auto_lifts(&covered, "git push short main"));
+    git(&kept, &["config", "--unset", "core.hooksPath"]);
+    git(&kept, &["config", "core.fsmonitor", "touch /outside/f"]);
     assert!(!auto_lifts(&covered, "git push kept main"));
+    git(&kept, &["config", "--unset", "core.fsmonitor"]);
+    assert!(auto_lifts(&covered, "git push kept main"));
+    let rules = AllowList::from_config(&["git push".into()], &[place.path().to_path_buf()]);
+    let sandbox = SandboxStatus::Available { description: "x".into() };
+    let with_write = PermissionPolicy::new(work.clone(), sandbox, rules);
+    assert!(!auto_lifts(&with_write, "git push kept main"));
+    // A remote missing where its URL says is not covered either.
+    with_remote_at(&work, "gone", &place.path().join("gone.git").display().to_string());
+    assert!(!auto_lifts(&covered, "git push gone main"));
+}
+
+/// A `git remote` rule covers listing remotes, not changing them: `set-url` before a
+/// covered `push` in the same line would send it where the model chose.
+#[test]
+fn a_git_remote_rule_does_not_cover_changing_remotes() {
+    let work = repository();
+    with_remote(work.path(), "origin");
+    let covered = git_subcommand_rules(work.path(), &["remote", "push"]);
+    for line in ["git remote", "git remote -v", "git remote get-url origin", "git remote show"] {
+        assert!(auto_lifts(&covered, line) || read_only(line), "{line}");
+    }
+    assert_not_covered(
+        &covered,
+        &[
+            "git remote set-url origin /tmp/evil.git && git push origin main",
+            "git remote add evil /tmp/evil.git",
+            "git remote rename origin old && git remote add origin /tmp/evil.git",
+            "git remote add -f evil /tmp/evil.git",
+            "git remote update",
+        ],
+    );
+}
+
+/// A bare repository the model made at the workspace's top (there was none) is not
+/// one a git rule covers: its config and hooks are files the model wrote, even with its
+/// hooks directory set beyond the sandbox's reach.
+#[test]
+fn a_git_rule_does_not_cover_a_bare_repository_the_model_made_in_the_workspace() {
+    let work = tempfile::tempdir().unwrap();
+    let hooks = unconfined::unconfined_scratch();
+    git(work.path(), &["init", "-q", "--bare", "."]);
+    git(work.path(), &["config", "core.bare", "false"]);
+    git(work.path(), &["config", "core.hooksPath", &hooks.path().display().to_string()]);
+    let covered = git_subcommand_rules(work.path(), &["commit"]);
+    let line = "git commit -q --allow-empty -m x";
+    assert!(!auto_lifts(&covered, line));
+    assert!(matches!(assess_shell(&covered, Mode::Ask, line), Assessment::Ask { .. }));
 }
 
 /// `git remote add NAME`, a remote of the repository at `work`.

@@ -105,6 +105,9 @@ struct Parser {
     commands: Vec<SimpleCommand>,
     heredocs: Vec<PendingHeredoc>,
     depth: usize,
+    /// Whether the next command follows a `|`: there `time` is a program, not bash's
+    /// keyword (which only starts a pipeline).
+    piped: bool,
 }
 
 fn error<T>(reason: impl Into<String>) -> Result<T, ParseError> {
@@ -119,6 +122,7 @@ impl Parser {
             commands: Vec::new(),
             heredocs: Vec::new(),
             depth,
+            piped: false,
         }
     }
 
@@ -245,6 +249,7 @@ impl Parser {
                 _ => {}
             }
             self.command()?;
+            self.piped = false;
             self.skip_blanks();
             match self.peek() {
                 None | Some(')') | Some('#') => {}
@@ -257,10 +262,15 @@ impl Parser {
                 }
                 Some('&') if self.peek_at(1) == Some('&') => self.pos = self.operand_after(2)?,
                 Some('&') => self.pos += 1,
-                Some('|') if matches!(self.peek_at(1), Some('|' | '&')) => {
-                    self.pos = self.operand_after(2)?
+                Some('|') if self.peek_at(1) == Some('|') => self.pos = self.operand_after(2)?,
+                Some('|') if self.peek_at(1) == Some('&') => {
+                    self.pos = self.operand_after(2)?;
+                    self.piped = true;
                 }
-                Some('|') => self.pos = self.operand_after(1)?,
+                Some('|') => {
+                    self.pos = self.operand_after(1)?;
+                    self.piped = true;
+                }
                 Some(other) => return error(format!("unexpected `{other}`")),
             }
         }
@@ -311,6 +321,7 @@ impl Parser {
 
     fn simple_command(&mut self) -> Result<(), ParseError> {
         let mut command = SimpleCommand::default();
+        let mut timed = false;
         loop {
             self.skip_blanks();
             if self.peek().is_none() {
@@ -341,7 +352,16 @@ impl Parser {
                     command.assignments.push((name.to_string(), value));
                     continue;
                 }
-                if raw == "time" && word.literal {
+                // The keyword only as the pipeline's first word: after an assignment or
+                // a redirection, `time` is the program (which runs the real git).
+                if raw == "time"
+                    && word.literal
+                    && !timed
+                    && !self.piped
+                    && command.assignments.is_empty()
+                    && command.redirections.is_empty()
+                {
+                    timed = true;
                     continue;
                 }
                 // `raw` is the source text: a quoted "if" is a plain word.

@@ -733,7 +733,7 @@ pub(crate) fn split_subcommand<'a, 'b>(args: &'b [&'a str]) -> Option<(&'a str, 
 /// one could be any option).
 pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     let Some((subcommand, rest)) = args.split_first() else { return false };
-    if RUNS_ANYTHING.contains(subcommand) {
+    if RUNS_ANYTHING.contains(subcommand) || changes_remotes(subcommand, rest, complete) {
         return true;
     }
     let options: Vec<_> = RUNNING_OPTIONS
@@ -779,6 +779,17 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
             }
         })
     })
+}
+
+/// Whether `git remote ARGS` does more than list remotes or show one: `add`, `set-url`,
+/// `rename` change where a later `push` in the line goes (a rule for it judged the
+/// remotes as they were), `update` and `add -f` fetch from remotes nobody checked.
+fn changes_remotes(subcommand: &str, args: &[&str], complete: bool) -> bool {
+    if subcommand != "remote" {
+        return false;
+    }
+    let action = args.iter().find(|arg| !arg.starts_with('-'));
+    !complete || !matches!(action.copied(), None | Some("show" | "get-url"))
 }
 
 /// How many operands `git SUBCOMMAND ARGS` has: the words that are neither options nor

@@ -31,6 +31,7 @@ mod operands;
 mod read_only;
 mod remote;
 mod repository;
+mod writable;
 
 pub use allow::{AllowList, AllowRule, SaveError, save_rules};
 pub use analysis::{CommandAnalysis, Concern, analyze};
@@ -41,7 +42,7 @@ pub use repository::{PinnedRepository, note_made, workspace_repository};
 use crate::apply_patch::{FileOperation, parse_patch};
 use crate::workspace::{guarded_place, normalize, resolve_existing};
 use crate::{Lift, Unconfined};
-use kestrel_platform::{Sandbox, SandboxPolicy};
+use kestrel_platform::Sandbox;
 use kestrel_protocol::{Mode, WorkspaceRepository};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -253,6 +254,17 @@ impl PermissionPolicy {
             None => format!("run `{command}`"),
         };
         summary.push_str(&format!(" ({})", concerns.join("; ")));
+        // Why a rule the user has does not let it through: asking again will not help.
+        let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
+        for reason in parts.filter_map(|part| match self.uncovered(part) {
+            Some(Uncovered::Because(reason)) => Some(reason),
+            Some(Uncovered::Redirected) => {
+                Some("an operand leads through a symlink out of the workspace".into())
+            }
+            _ => None,
+        }) {
+            summary.push_str(&format!("; no rule covers it here: {reason}"));
+        }
         let always = self.rules_for(&analysis);
         (Assessment::Ask { summary, always, run_as: Mode::Ask }, Unconfined::No)
     }
@@ -386,75 +398,6 @@ impl PermissionPolicy {
         ))
     }
 
-    /// Why a `git push`/`fetch`/`pull`/`ls-remote` (its leading words `leading`) is not
-    /// covered for the remote it names: not one of the pinned repository's remotes, or
-    /// one that is a repository on this machine the model can change.
-    fn unknown_remote(&self, leading: &[String]) -> Option<String> {
-        let args: Vec<&str> = leading
-            .iter()
-            .skip_while(|word| word.contains('='))
-            .skip(1)
-            .map(String::as_str)
-            .collect();
-        let (subcommand, rest) = git::split_subcommand(&args)?;
-        if !remote::TALKS_TO_A_REMOTE.contains(&subcommand) {
-            return None;
-        }
-        // A name, not a URL: an unknown option or a location is not covered by the rule
-        // at all (`git::beyond_a_subcommand_rule`).
-        let name = remote::repository_operand(subcommand, rest)?;
-        let Some(repository) = &self.repository else {
-            return name.map(|name| format!("`{name}` is not one of the repository's remotes"));
-        };
-        let remotes = match remote::configured(repository) {
-            Ok(remotes) => remotes,
-            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
-        };
-        // None named: git picks the upstream, so every remote must do.
-        let names = match name {
-            Some(name) if remotes.iter().any(|remote| remote == name) => vec![name.to_string()],
-            Some(name) => {
-                return Some(format!(
-                    "`{name}` is not one of the repository's remotes: a rule lets git reach \
-                     only those"
-                ));
-            }
-            None => remotes,
-        };
-        let locations = match remote::local_locations(repository, &names, subcommand == "push") {
-            Ok(locations) => locations,
-            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
-        };
-        locations.iter().find_map(|location| self.local_remote_risk(location))
-    }
-
-    /// Why a repository a remote's URL leads to on this machine is not trusted, if it is
-    /// not: git runs its hooks (`post-receive`) and reads its config as part of the
-    /// command, so it must lie where neither sandboxed commands nor the file tools can
-    /// write, and set nothing that runs programs.
-    fn local_remote_risk(&self, location: &Path) -> Option<String> {
-        let real = resolve_existing(location);
-        let writable = [self.cwd.clone()]
-            .into_iter()
-            .chain(self.repository.iter().filter_map(|pinned| pinned.work_tree.clone()))
-            .chain(SandboxPolicy::scratch_paths())
-            .filter_map(|place| place.canonicalize().ok())
-            .any(|place| real.starts_with(place))
-            || self.covering_rule(&real).is_some();
-        if writable {
-            return Some(format!(
-                "its remote is the repository at {}, where sandboxed commands or the file \
-                 tools can write the hooks git would run",
-                real.display()
-            ));
-        }
-        if !real.is_dir() {
-            return None;
-        }
-        repository::risk_unconfined(&real)
-            .map(|reason| format!("its remote, the repository at {}: {reason}", real.display()))
-    }
-
     /// For a line the rules cover that failed in auto's sandbox: what the rules gave it
     /// and what they do not give in auto.
     pub fn lifted_note(lift: &Lift) -> String {
@@ -478,18 +421,21 @@ impl PermissionPolicy {
 
     /// Whether a git command running in each of `dirs` uses the workspace's repository,
     /// the one pinned when the session started, and that repository sets nothing that
-    /// makes reading commands run programs. A repository the model made (`git init sub`
+    /// makes reading commands run programs, nor lies where the model can change it
+    /// (a bare repository it made at the workspace's top). A repository the model made (`git init sub`
     /// in the sandbox, then `cd sub && git commit`) has hooks and config of its making:
     /// its git commands stay in the sandbox whatever the rules.
     fn own_repository(&self, dirs: &[PathBuf]) -> bool {
         let Some(pinned) = &self.repository else { return false };
         let pin = repository::RepositoryPin::of_record(pinned);
+        let writable = self.model_writable();
         !dirs.is_empty()
             && dirs.iter().all(|dir| {
                 repository::RepositoryPin::of(dir) == Some(pin)
-                    && dir
-                        .canonicalize()
-                        .is_ok_and(|real| repository::risk_unconfined(&real).is_none())
+                    && dir.canonicalize().is_ok_and(|real| {
+                        repository::risk_unconfined(&real, &|path| writable.contains(path))
+                            .is_none()
+                    })
             })
     }
 
@@ -533,7 +479,10 @@ impl PermissionPolicy {
             let rule = match concern {
                 // The rule would not cover it either: "always" would ask again.
                 Concern::Command { .. }
-                    if self.uncovered(concern) == Some(Uncovered::Redirected) =>
+                    if matches!(
+                        self.uncovered(concern),
+                        Some(Uncovered::Redirected | Uncovered::Because(_))
+                    ) =>
                 {
                     return Vec::new();
                 }

@@ -5,9 +5,9 @@
 //! said. Options are read from a table of each subcommand's options; an unknown one (an
 //! abbreviation too) might take the next word as its value, so it is not covered.
 
-use super::PinnedRepository;
-use super::repository::run_git;
-use std::path::PathBuf;
+use super::repository::{self, run_git};
+use super::{PermissionPolicy, PinnedRepository, git};
+use std::path::{Path, PathBuf};
 
 /// The subcommands this applies to.
 pub(crate) const TALKS_TO_A_REMOTE: [&str; 4] = ["push", "fetch", "pull", "ls-remote"];
@@ -229,6 +229,73 @@ pub(crate) fn repository_operand<'a>(
     Some(None)
 }
 
+impl PermissionPolicy {
+    /// Why a `git push`/`fetch`/`pull`/`ls-remote` (its leading words `leading`) is not
+    /// covered for the remote it names: not one of the pinned repository's remotes, or
+    /// one that is a repository on this machine the model can change.
+    pub(super) fn unknown_remote(&self, leading: &[String]) -> Option<String> {
+        let args: Vec<&str> = leading
+            .iter()
+            .skip_while(|word| word.contains('='))
+            .skip(1)
+            .map(String::as_str)
+            .collect();
+        let (subcommand, rest) = git::split_subcommand(&args)?;
+        if !TALKS_TO_A_REMOTE.contains(&subcommand) {
+            return None;
+        }
+        // A name, not a URL: an unknown option or a location is not covered by the rule
+        // at all (`git::beyond_a_subcommand_rule`).
+        let name = repository_operand(subcommand, rest)?;
+        let Some(repository) = &self.repository else {
+            return name.map(|name| format!("`{name}` is not one of the repository's remotes"));
+        };
+        let remotes = match configured(repository) {
+            Ok(remotes) => remotes,
+            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
+        };
+        // None named: git picks the upstream, so every remote must do.
+        let names = match name {
+            Some(name) if remotes.iter().any(|remote| remote == name) => vec![name.to_string()],
+            Some(name) => {
+                return Some(format!(
+                    "`{name}` is not one of the repository's remotes: a rule lets git reach \
+                     only those"
+                ));
+            }
+            None => remotes,
+        };
+        let locations = match local_locations(repository, &names, subcommand == "push") {
+            Ok(locations) => locations,
+            Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
+        };
+        locations.iter().find_map(|location| self.local_remote_risk(location))
+    }
+
+    /// Why a repository a remote's URL leads to on this machine is not trusted, if it is
+    /// not: git runs its hooks (`post-receive`) and reads its config as part of the
+    /// command, so it must be one git would use there, lie where the model cannot change
+    /// it, and set nothing that runs programs.
+    fn local_remote_risk(&self, location: &Path) -> Option<String> {
+        let Some(found) = repository::enter_repo(location) else {
+            return Some(format!(
+                "its remote {} is not a repository that can be checked",
+                location.display()
+            ));
+        };
+        let writable = self.model_writable();
+        if writable.contains(&found) {
+            return Some(format!(
+                "its remote is the repository at {}, where sandboxed commands or the file \
+                 tools can write the hooks git would run",
+                found.display()
+            ));
+        }
+        repository::risk_unconfined(&found, &|path| writable.contains(path))
+            .map(|reason| format!("its remote, the repository at {}: {reason}", found.display()))
+    }
+}
+
 /// The names of `repository`'s remotes (`git remote`), or why they cannot be had.
 pub(crate) fn configured(repository: &PinnedRepository) -> Result<Vec<String>, String> {
     let dir = repository.work_tree.as_deref().unwrap_or(&repository.git_dir);
@@ -259,8 +326,13 @@ pub(crate) fn local_locations(
         command.arg("--").arg(name).current_dir(dir);
         let printed = run_git(command, Vec::new())?;
         for url in String::from_utf8_lossy(&printed).lines() {
-            if let Some(path) = local_path(url) {
-                found.push(dir.join(path));
+            match local_path(url) {
+                // git expands `~` and `~user`: not followed here.
+                Some(path) if path.starts_with('~') => {
+                    return Err(format!("the URL {url} is not checked"));
+                }
+                Some(path) => found.push(dir.join(path)),
+                None => {}
             }
         }
     }
@@ -276,7 +348,9 @@ fn local_path(url: &str) -> Option<&str> {
     if let Some((scheme, rest)) = url.split_once("://")
         && is_scheme(scheme)
     {
-        return scheme.eq_ignore_ascii_case("file").then_some(rest);
+        // `file://host/path`: git takes the path from the first slash.
+        let path = rest.find('/').map_or(rest, |slash| &rest[slash..]);
+        return scheme.eq_ignore_ascii_case("file").then_some(path);
     }
     if let Some((helper, _)) = url.split_once("::")
         && is_scheme(helper)
@@ -302,6 +376,8 @@ mod tests {
             ("./a:b", Some("./a:b")),
             ("file:///srv/r.git", Some("/srv/r.git")),
             ("FILE:///srv/r.git", Some("/srv/r.git")),
+            ("file://host/srv/r.git", Some("/srv/r.git")),
+            ("~/r.git", Some("~/r.git")),
             ("https://example.org/r.git", None),
             ("git@example.org:r.git", None),
             ("example.org:r.git", None),

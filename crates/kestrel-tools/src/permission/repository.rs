@@ -13,8 +13,8 @@
 //! the check nor pass for "nothing there". git reads the checked bytes, never the path.
 
 use crate::checkpoint::ignores::{MAX_INDEX_BYTES, index_entries};
-use crate::workspace::{normalize, resolve_existing};
-use kestrel_platform::{SandboxPolicy, read_small_regular};
+use crate::workspace::normalize;
+use kestrel_platform::read_small_regular;
 use kestrel_protocol::WorkspaceRepository;
 use kestrel_store::KestrelHome;
 use std::path::{Path, PathBuf};
@@ -45,14 +45,15 @@ pub(crate) fn risk(dir: &Path) -> Option<String> {
     {
         return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
     }
-    risk_at(dir, 0, false)
+    risk_at(dir, 0, None)
 }
 
-/// [`risk`] for git run outside the sandbox by a rule: its hooks run too, so hooks that
-/// sandboxed commands can write (`core.hooksPath` into the working tree, as husky sets
-/// it, or a temp directory) are a risk as well.
-pub(crate) fn risk_unconfined(dir: &Path) -> Option<String> {
-    risk(dir).or_else(|| risk_at(dir, 0, true))
+/// [`risk`] for git run outside the sandbox by a rule: its hooks run too, and its
+/// config is read, so a git directory, common directory, hooks directory or hook that
+/// the model can change (`can_write`: sandboxed commands or the file tools; husky's
+/// `core.hooksPath` into the working tree) is a risk as well.
+pub(crate) fn risk_unconfined(dir: &Path, can_write: &dyn Fn(&Path) -> bool) -> Option<String> {
+    risk(dir).or_else(|| risk_at(dir, 0, Some(can_write)))
 }
 
 /// The repository git finds from a directory, by the device and inode of its git
@@ -169,6 +170,26 @@ pub(crate) fn pinned(dir: &Path) -> Option<PinnedRepository> {
     Some(PinnedRepository { git_dir, work_tree, device: metadata.dev(), inode: metadata.ino() })
 }
 
+/// The repository git uses for a local remote at `path`, as its `enter_repo` finds it
+/// (`path/.git`, `path`, `path.git/.git`, `path.git`): the directory to judge it from
+/// (the working tree, or a bare repository itself). `None` when there is none.
+pub(crate) fn enter_repo(path: &Path) -> Option<PathBuf> {
+    let with_suffix = |suffix: &str| {
+        let mut text = path.as_os_str().to_owned();
+        text.push(suffix);
+        PathBuf::from(text)
+    };
+    let is_git_dir = |dir: &Path| {
+        dir.is_dir()
+            && dir.join("HEAD").is_file()
+            && (dir.join("objects").is_dir() || dir.join("commondir").is_file())
+    };
+    [path.to_path_buf(), with_suffix(".git")].into_iter().find(|dir| {
+        let git = dir.join(".git");
+        git.is_file() || is_git_dir(&git) || is_git_dir(dir)
+    })
+}
+
 /// A repository as git finds it.
 struct Found {
     git_dir: PathBuf,
@@ -176,7 +197,7 @@ struct Found {
     top: Option<PathBuf>,
 }
 
-fn risk_at(dir: &Path, depth: usize, hooks_run: bool) -> Option<String> {
+fn risk_at(dir: &Path, depth: usize, can_write: Option<&dyn Fn(&Path) -> bool>) -> Option<String> {
     let found = match find(dir) {
         Ok(Some(found)) => found,
         Ok(None) => return None,
@@ -238,19 +259,10 @@ fn risk_at(dir: &Path, depth: usize, hooks_run: bool) -> Option<String> {
         }
         Some(path) => normalize(&found.top.clone().unwrap_or(found.git_dir.clone()).join(path)),
     };
-    if hooks_run && !hooks.starts_with(&common) && !hooks.starts_with(&found.git_dir) {
-        let real = resolve_existing(&hooks);
-        let writable = found.top.as_ref().is_some_and(|top| real.starts_with(top))
-            || SandboxPolicy::scratch_paths()
-                .iter()
-                .filter_map(|scratch| scratch.canonicalize().ok())
-                .any(|scratch| real.starts_with(scratch));
-        if writable {
-            return Some(format!(
-                "the repository's hooks are in {}, where sandboxed commands can write them",
-                hooks.display()
-            ));
-        }
+    if let Some(can_write) = can_write
+        && let Some(reason) = changeable(&found.git_dir, &common, &hooks, can_write)
+    {
+        return Some(reason);
     }
     for hook in READING_HOOKS {
         let hook = hooks.join(hook);
@@ -277,12 +289,40 @@ fn risk_at(dir: &Path, depth: usize, hooks_run: bool) -> Option<String> {
     for submodule in submodules {
         if submodule != top
             && submodule.join(".git").exists()
-            && let Some(reason) = risk_at(&submodule, depth + 1, hooks_run)
+            && let Some(reason) = risk_at(&submodule, depth + 1, can_write)
         {
             return Some(reason);
         }
     }
     None
+}
+
+/// Why what git reads and runs of a repository (its git and common directories, its
+/// hooks directory and each hook, symlinks followed) can be changed by the model, if it
+/// can.
+fn changeable(
+    git_dir: &Path,
+    common: &Path,
+    hooks: &Path,
+    can_write: &dyn Fn(&Path) -> bool,
+) -> Option<String> {
+    for (what, place) in [("git directory", git_dir), ("git directory", common), ("hooks", hooks)] {
+        if can_write(place) {
+            return Some(format!(
+                "the repository's {what} {} is where sandboxed commands or the file tools \
+                 can write",
+                place.display()
+            ));
+        }
+    }
+    let hooks = std::fs::read_dir(hooks).into_iter().flatten().flatten();
+    hooks.map(|hook| hook.path()).find(|hook| can_write(hook)).map(|hook| {
+        format!(
+            "the repository's hook {} leads where sandboxed commands or the file tools can \
+             write",
+            hook.display()
+        )
+    })
 }
 
 /// The submodules of the working tree `top` (whose git directory is `git_dir`): the
