@@ -362,6 +362,68 @@ fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
     assert!(!auto_lifts(&covered, "git push gone main"));
 }
 
+/// A local remote is judged where git would go: a gitfile at the URL's path is followed
+/// (to a repository under /tmp here), a stray `.git` directory in a bare repository does
+/// not stand in for it, and a `.git` deeper than the sandbox keeps in an `allow_write`
+/// place is one the model can write.
+#[test]
+fn a_git_network_rule_judges_the_repository_git_would_use() {
+    let place = unconfined::unconfined_scratch();
+    let work = place.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    let kept = place.path().join("kept.git");
+    bare_repository(&kept);
+    with_remote_at(&work, "short", &place.path().join("kept").display().to_string());
+    with_remote_at(&work, "kept", &kept.display().to_string());
+    let covered = git_subcommand_rules(&work, &["push"]);
+    assert!(auto_lifts(&covered, "git push short main"));
+    // `kept` a gitfile naming a repository the model can write: git pushes there.
+    let scratch = tempfile::tempdir().unwrap();
+    bare_repository(&scratch.path().join("evil.git"));
+    let gitfile = format!("gitdir: {}\n", scratch.path().join("evil.git").display());
+    std::fs::write(place.path().join("kept"), gitfile).unwrap();
+    assert!(!auto_lifts(&covered, "git push short main"));
+    // An empty `.git` in the bare repository: git still uses the bare one, hooks and all.
+    let hooks = scratch.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    git(&kept, &["config", "core.hooksPath", &hooks.display().to_string()]);
+    std::fs::create_dir(kept.join(".git")).unwrap();
+    assert!(!auto_lifts(&covered, "git push kept main"));
+    // A repository five levels down an `allow_write` place.
+    let shared = place.path().join("shared");
+    let deep = shared.join("a/b/c/d/r");
+    std::fs::create_dir_all(&deep).unwrap();
+    git(&deep, &["init", "-q"]);
+    with_remote_at(&work, "deep", &deep.display().to_string());
+    let rules = AllowList::from_config(&["git push".into()], std::slice::from_ref(&shared));
+    let sandbox = SandboxStatus::Available { description: "x".into() };
+    let with_write = PermissionPolicy::new(work.clone(), sandbox, rules);
+    assert!(!auto_lifts(&with_write, "git push deep main"));
+}
+
+/// A submodule whose git directory is a `.git` in the working tree (the model can make
+/// one after the session began; the sandbox keeps it read-only only from then on) keeps
+/// a rule from covering git in the superproject: `push --recurse-submodules` runs its
+/// hooks. One whose git directory git made under `.git/modules` does not.
+#[test]
+fn a_git_rule_does_not_cover_a_repository_with_a_submodule_of_its_own_making() {
+    let work = repository();
+    with_remote(work.path(), "origin");
+    let covered = git_subcommand_rules(work.path(), &["push"]);
+    assert!(auto_lifts(&covered, "git push origin main"));
+    git(&work.path().join("."), &["init", "-q", "sub"]);
+    std::fs::write(work.path().join(".gitmodules"), "[submodule \"sub\"]\n\tpath = sub\n").unwrap();
+    assert!(!auto_lifts(&covered, "git push origin main"));
+    // Absorbed into `.git/modules/sub`, as `git submodule add` keeps it.
+    std::fs::create_dir_all(work.path().join(".git/modules")).unwrap();
+    std::fs::rename(work.path().join("sub/.git"), work.path().join(".git/modules/sub")).unwrap();
+    let gitdir = format!("gitdir: {}\n", work.path().join(".git/modules/sub").display());
+    std::fs::write(work.path().join("sub/.git"), gitdir).unwrap();
+    git(&work.path().join("sub"), &["config", "core.worktree", "../../../sub"]);
+    assert!(auto_lifts(&covered, "git push origin main"));
+}
+
 /// A `git remote` rule covers listing remotes, not changing them: `set-url` before a
 /// covered `push` in the same line would send it where the model chose.
 #[test]

@@ -46,6 +46,7 @@ use kestrel_platform::Sandbox;
 use kestrel_protocol::{Mode, WorkspaceRepository};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use writable::ModelWritable;
 
 /// Whether commands can be confined here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +220,9 @@ impl PermissionPolicy {
         let analysis = analyze(command, &dir);
         let sandboxed =
             mode == Mode::Auto && matches!(self.sandbox, SandboxStatus::Available { .. });
-        let lift = if analysis.is_read_only() { None } else { self.lift(&analysis, sandboxed) };
+        let writable = self.model_writable();
+        let lift =
+            if analysis.is_read_only() { None } else { self.lift(&analysis, sandboxed, &writable) };
         let unsandboxed = match (&self.sandbox, mode) {
             // A line the user's rules cover still runs in the sandbox, with the
             // `allow_write` places it writes added and contained: see `Lift`.
@@ -256,7 +259,7 @@ impl PermissionPolicy {
         summary.push_str(&format!(" ({})", concerns.join("; ")));
         // Why a rule the user has does not let it through: asking again will not help.
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
-        for reason in parts.filter_map(|part| match self.uncovered(part) {
+        for reason in parts.filter_map(|part| match self.uncovered(part, &writable) {
             Some(Uncovered::Because(reason)) => Some(reason),
             Some(Uncovered::Redirected) => {
                 Some("an operand leads through a symlink out of the workspace".into())
@@ -265,7 +268,7 @@ impl PermissionPolicy {
         }) {
             summary.push_str(&format!("; no rule covers it here: {reason}"));
         }
-        let always = self.rules_for(&analysis);
+        let always = self.rules_for(&analysis, &writable);
         (Assessment::Ask { summary, always, run_as: Mode::Ask }, Unconfined::No)
     }
 
@@ -273,8 +276,13 @@ impl PermissionPolicy {
     /// `sandboxed` (auto with a sandbox) in the sandbox with the `allow_write` places its
     /// redirections write added, otherwise outside it with its git commands pinned to
     /// the workspace's repository (a `git -C elsewhere` in it too).
-    fn lift(&self, analysis: &CommandAnalysis, sandboxed: bool) -> Option<Unconfined> {
-        if !self.covers(analysis) {
+    fn lift(
+        &self,
+        analysis: &CommandAnalysis,
+        sandboxed: bool,
+        writable: &ModelWritable,
+    ) -> Option<Unconfined> {
+        if !self.covers(analysis, writable) {
             return None;
         }
         if !sandboxed {
@@ -308,19 +316,19 @@ impl PermissionPolicy {
     /// only by the files as they were (git): in ask a covered line runs outside the
     /// sandbox, after its covered parts may have changed those files. A covered command whose
     /// operand a symlink leads out of the workspace is not covered (see `operands.rs`).
-    fn covers(&self, analysis: &CommandAnalysis) -> bool {
+    fn covers(&self, analysis: &CommandAnalysis, writable: &ModelWritable) -> bool {
         let parts = analysis.concerns.iter().chain(&analysis.judged_on_files);
-        parts.into_iter().all(|concern| self.uncovered(concern).is_none())
+        parts.into_iter().all(|concern| self.uncovered(concern, writable).is_none())
     }
 
     /// Why the rules do not cover one part of a line, `None` when they do.
-    fn uncovered(&self, concern: &Concern) -> Option<Uncovered> {
+    fn uncovered(&self, concern: &Concern, writable: &ModelWritable) -> Option<Uncovered> {
         match concern {
             Concern::Command { leading, complete, git_dirs, operands: paths, .. } => {
                 if !self.allowed.allows_command(leading, *complete) {
                     return Some(Uncovered::NoRule);
                 }
-                if git_dirs.as_ref().is_some_and(|dirs| !self.own_repository(dirs)) {
+                if git_dirs.as_ref().is_some_and(|dirs| !self.own_repository(dirs, writable)) {
                     return Some(Uncovered::Because(
                         "its repository is not the one the session began with or cannot be \
                          told (git through `timeout`, `nice`, a nested shell, `cd $X` or \
@@ -329,7 +337,7 @@ impl PermissionPolicy {
                     ));
                 }
                 if git_dirs.is_some()
-                    && let Some(reason) = self.unknown_remote(leading)
+                    && let Some(reason) = self.unknown_remote(leading, writable)
                 {
                     return Some(Uncovered::Because(reason));
                 }
@@ -361,10 +369,13 @@ impl PermissionPolicy {
         let command = arguments.get("command").and_then(Value::as_str)?;
         let workdir = arguments.get("workdir").and_then(Value::as_str);
         let analysis = analyze(command, &shell_workdir(&self.cwd, workdir).ok()?);
+        let writable = self.model_writable();
         let parts: Vec<&Concern> =
             analysis.concerns.iter().chain(&analysis.judged_on_files).collect();
-        let reasons: Vec<(&Concern, Uncovered)> =
-            parts.iter().filter_map(|part| Some((*part, self.uncovered(part)?))).collect();
+        let reasons: Vec<(&Concern, Uncovered)> = parts
+            .iter()
+            .filter_map(|part| Some((*part, self.uncovered(part, &writable)?)))
+            .collect();
         if reasons.is_empty() {
             return None;
         }
@@ -425,10 +436,9 @@ impl PermissionPolicy {
     /// (a bare repository it made at the workspace's top). A repository the model made (`git init sub`
     /// in the sandbox, then `cd sub && git commit`) has hooks and config of its making:
     /// its git commands stay in the sandbox whatever the rules.
-    fn own_repository(&self, dirs: &[PathBuf]) -> bool {
+    fn own_repository(&self, dirs: &[PathBuf], writable: &ModelWritable) -> bool {
         let Some(pinned) = &self.repository else { return false };
         let pin = repository::RepositoryPin::of_record(pinned);
-        let writable = self.model_writable();
         !dirs.is_empty()
             && dirs.iter().all(|dir| {
                 repository::RepositoryPin::of(dir) == Some(pin)
@@ -473,14 +483,14 @@ impl PermissionPolicy {
     }
 
     /// The rules that would cover every concern; empty when some cannot be covered.
-    fn rules_for(&self, analysis: &CommandAnalysis) -> Vec<AllowRule> {
+    fn rules_for(&self, analysis: &CommandAnalysis, writable: &ModelWritable) -> Vec<AllowRule> {
         let mut rules = Vec::new();
         for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
             let rule = match concern {
                 // The rule would not cover it either: "always" would ask again.
                 Concern::Command { .. }
                     if matches!(
-                        self.uncovered(concern),
+                        self.uncovered(concern, writable),
                         Some(Uncovered::Redirected | Uncovered::Because(_))
                     ) =>
                 {

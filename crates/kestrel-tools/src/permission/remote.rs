@@ -6,6 +6,7 @@
 //! abbreviation too) might take the next word as its value, so it is not covered.
 
 use super::repository::{self, run_git};
+use super::writable::ModelWritable;
 use super::{PermissionPolicy, PinnedRepository, git};
 use std::path::{Path, PathBuf};
 
@@ -233,7 +234,11 @@ impl PermissionPolicy {
     /// Why a `git push`/`fetch`/`pull`/`ls-remote` (its leading words `leading`) is not
     /// covered for the remote it names: not one of the pinned repository's remotes, or
     /// one that is a repository on this machine the model can change.
-    pub(super) fn unknown_remote(&self, leading: &[String]) -> Option<String> {
+    pub(super) fn unknown_remote(
+        &self,
+        leading: &[String],
+        writable: &ModelWritable,
+    ) -> Option<String> {
         let args: Vec<&str> = leading
             .iter()
             .skip_while(|word| word.contains('='))
@@ -269,30 +274,16 @@ impl PermissionPolicy {
             Ok(locations) => locations,
             Err(reason) => return Some(format!("its remotes cannot be told: {reason}")),
         };
-        locations.iter().find_map(|location| self.local_remote_risk(location))
+        locations.iter().find_map(|location| self.local_remote_risk(location, writable))
     }
 
     /// Why a repository a remote's URL leads to on this machine is not trusted, if it is
     /// not: git runs its hooks (`post-receive`) and reads its config as part of the
     /// command, so it must be one git would use there, lie where the model cannot change
     /// it, and set nothing that runs programs.
-    fn local_remote_risk(&self, location: &Path) -> Option<String> {
-        let Some(found) = repository::enter_repo(location) else {
-            return Some(format!(
-                "its remote {} is not a repository that can be checked",
-                location.display()
-            ));
-        };
-        let writable = self.model_writable();
-        if writable.contains(&found) {
-            return Some(format!(
-                "its remote is the repository at {}, where sandboxed commands or the file \
-                 tools can write the hooks git would run",
-                found.display()
-            ));
-        }
-        repository::risk_unconfined(&found, &|path| writable.contains(path))
-            .map(|reason| format!("its remote, the repository at {}: {reason}", found.display()))
+    fn local_remote_risk(&self, location: &Path, writable: &ModelWritable) -> Option<String> {
+        repository::local_remote_risk(location, &|path| writable.contains(path))
+            .map(|reason| format!("its remote at {}: {reason}", location.display()))
     }
 }
 

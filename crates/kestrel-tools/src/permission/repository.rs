@@ -170,24 +170,62 @@ pub(crate) fn pinned(dir: &Path) -> Option<PinnedRepository> {
     Some(PinnedRepository { git_dir, work_tree, device: metadata.dev(), inode: metadata.ino() })
 }
 
-/// The repository git uses for a local remote at `path`, as its `enter_repo` finds it
-/// (`path/.git`, `path`, `path.git/.git`, `path.git`): the directory to judge it from
-/// (the working tree, or a bare repository itself). `None` when there is none.
-pub(crate) fn enter_repo(path: &Path) -> Option<PathBuf> {
+/// Why the repository git uses for a local remote at `path` is not trusted for git run
+/// outside the sandbox by a rule ([`risk_unconfined`]), if it is not: found as git's
+/// `enter_repo` finds it, the first of `path/.git`, `path`, `path.git/.git`, `path.git`
+/// that is a gitfile (followed) or a git directory (`HEAD`, `objects`, `refs`), and
+/// judged exactly there. None found is a risk too: it cannot be checked.
+pub(crate) fn local_remote_risk(path: &Path, can_write: &dyn Fn(&Path) -> bool) -> Option<String> {
+    let Some(found) = enter_repo(path) else {
+        return Some(format!(
+            "its remote {} is not a repository that can be checked",
+            path.display()
+        ));
+    };
+    if let Some(top) = &found.top
+        && can_write(top)
+    {
+        return Some(format!(
+            "its remote's working tree {} is where sandboxed commands or the file tools can write",
+            top.display()
+        ));
+    }
+    risk_of(found, 0, Some(can_write))
+}
+
+fn enter_repo(path: &Path) -> Option<Found> {
     let with_suffix = |suffix: &str| {
         let mut text = path.as_os_str().to_owned();
         text.push(suffix);
         PathBuf::from(text)
     };
     let is_git_dir = |dir: &Path| {
-        dir.is_dir()
-            && dir.join("HEAD").is_file()
+        dir.join("HEAD").is_file()
             && (dir.join("objects").is_dir() || dir.join("commondir").is_file())
+            && dir.join("refs").is_dir()
     };
-    [path.to_path_buf(), with_suffix(".git")].into_iter().find(|dir| {
-        let git = dir.join(".git");
-        git.is_file() || is_git_dir(&git) || is_git_dir(dir)
-    })
+    let candidates = [
+        (path.join(".git"), Some(path.to_path_buf())),
+        (path.to_path_buf(), None),
+        (with_suffix(".git").join(".git"), Some(with_suffix(".git"))),
+        (with_suffix(".git"), None),
+    ];
+    for (candidate, top) in candidates {
+        let Ok(metadata) = std::fs::metadata(&candidate) else { continue };
+        if metadata.is_file() {
+            // A gitfile: git uses what it names, or stops with an error.
+            let text = read_checked(&candidate).ok()??;
+            let target = String::from_utf8_lossy(&text);
+            let target = target.trim().strip_prefix("gitdir:")?.trim().to_string();
+            let base = candidate.parent()?;
+            let git_dir = normalize(&base.join(target));
+            return is_git_dir(&git_dir).then_some(Found { git_dir, top });
+        }
+        if metadata.is_dir() && is_git_dir(&candidate) {
+            return Some(Found { git_dir: candidate, top });
+        }
+    }
+    None
 }
 
 /// A repository as git finds it.
@@ -198,11 +236,18 @@ struct Found {
 }
 
 fn risk_at(dir: &Path, depth: usize, can_write: Option<&dyn Fn(&Path) -> bool>) -> Option<String> {
-    let found = match find(dir) {
-        Ok(Some(found)) => found,
-        Ok(None) => return None,
-        Err(reason) => return Some(reason),
-    };
+    match find(dir) {
+        Ok(Some(found)) => risk_of(found, depth, can_write),
+        Ok(None) => None,
+        Err(reason) => Some(reason),
+    }
+}
+
+fn risk_of(
+    found: Found,
+    depth: usize,
+    can_write: Option<&dyn Fn(&Path) -> bool>,
+) -> Option<String> {
     let common = match read_checked(&found.git_dir.join("commondir")) {
         Ok(Some(common)) => normalize(&found.git_dir.join(String::from_utf8_lossy(&common).trim())),
         Ok(None) => found.git_dir.clone(),
@@ -287,10 +332,28 @@ fn risk_at(dir: &Path, depth: usize, can_write: Option<&dyn Fn(&Path) -> bool>) 
         return Some(format!("{} has more submodules than are checked", top.display()));
     }
     for submodule in submodules {
-        if submodule != top
-            && submodule.join(".git").exists()
-            && let Some(reason) = risk_at(&submodule, depth + 1, can_write)
-        {
+        if submodule == top || !submodule.join(".git").exists() {
+            continue;
+        }
+        // Run outside the sandbox, git runs a submodule's hooks (`push
+        // --recurse-submodules`): only a git directory git made under the superproject's
+        // own (`modules/`) is as safe as it; a `.git` in the working tree may be the
+        // model's, made after the session began (the sandbox keeps it read-only only
+        // from then on).
+        if can_write.is_some() {
+            let inside = match find(&submodule) {
+                Ok(Some(found)) => found.git_dir.starts_with(common.join("modules")),
+                Ok(None) | Err(_) => false,
+            };
+            if !inside {
+                return Some(format!(
+                    "its submodule {} keeps its own git directory in the working tree, which \
+                     is not checked",
+                    submodule.display()
+                ));
+            }
+        }
+        if let Some(reason) = risk_at(&submodule, depth + 1, can_write) {
             return Some(reason);
         }
     }
@@ -466,6 +529,8 @@ impl Entry {
                     || (self.subsection && matches!(key, "textconv" | "command"))
             }
             "log" => key == "showsignature",
+            // The programs a fetch or push of that remote runs.
+            "remote" => self.subsection && matches!(key, "receivepack" | "uploadpack" | "vcs"),
             _ => false,
         };
         risky.then(|| format!("{}.{key}", self.section))
