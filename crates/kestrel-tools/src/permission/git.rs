@@ -781,6 +781,12 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     })
 }
 
+/// The words after `git` in a git command's leading words (assignments before it
+/// skipped).
+pub(crate) fn arguments(leading: &[String]) -> Vec<&str> {
+    leading.iter().skip_while(|word| word.contains('=')).skip(1).map(String::as_str).collect()
+}
+
 /// Whether `git remote ARGS` does more than list remotes or show one: `add`, `set-url`,
 /// `rename` change where a later `push` in the line goes (a rule for it judged the
 /// remotes as they were), `update` and `add -f` fetch from remotes nobody checked.

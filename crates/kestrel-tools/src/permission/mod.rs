@@ -710,12 +710,7 @@ fn git_parts(analysis: &CommandAnalysis) -> GitParts {
     let mut parts = GitParts::default();
     for concern in analysis.concerns.iter().chain(&analysis.judged_on_files) {
         let Concern::Command { leading, git_dirs: Some(_), .. } = concern else { continue };
-        let args: Vec<&str> = leading
-            .iter()
-            .skip_while(|word| word.contains('='))
-            .skip(1)
-            .map(String::as_str)
-            .collect();
+        let args = git::arguments(leading);
         if git::creates_repository(&args) {
             parts.creates = true;
         } else {

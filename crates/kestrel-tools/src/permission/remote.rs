@@ -239,12 +239,7 @@ impl PermissionPolicy {
         leading: &[String],
         writable: &ModelWritable,
     ) -> Option<String> {
-        let args: Vec<&str> = leading
-            .iter()
-            .skip_while(|word| word.contains('='))
-            .skip(1)
-            .map(String::as_str)
-            .collect();
+        let args = git::arguments(leading);
         let (subcommand, rest) = git::split_subcommand(&args)?;
         if !TALKS_TO_A_REMOTE.contains(&subcommand) {
             return None;
