@@ -328,13 +328,10 @@ impl PermissionPolicy {
                 if !self.allowed.allows_command(leading, *complete) {
                     return Some(Uncovered::NoRule);
                 }
-                if git_dirs.as_ref().is_some_and(|dirs| !self.own_repository(dirs, writable)) {
-                    return Some(Uncovered::Because(
-                        "its repository is not the one the session began with or cannot be \
-                         told (git through `timeout`, `nice`, a nested shell, `cd $X` or \
-                         `GIT_*`), or its config or hooks can run programs"
-                            .into(),
-                    ));
+                if let Some(dirs) = git_dirs
+                    && let Some(reason) = self.foreign_repository(dirs, writable)
+                {
+                    return Some(Uncovered::Because(reason));
                 }
                 if git_dirs.is_some()
                     && let Some(reason) = self.unknown_remote(leading, writable)
@@ -430,23 +427,30 @@ impl PermissionPolicy {
         )
     }
 
-    /// Whether a git command running in each of `dirs` uses the workspace's repository,
-    /// the one pinned when the session started, and that repository sets nothing that
-    /// makes reading commands run programs, nor lies where the model can change it
-    /// (a bare repository it made at the workspace's top). A repository the model made (`git init sub`
-    /// in the sandbox, then `cd sub && git commit`) has hooks and config of its making:
-    /// its git commands stay in the sandbox whatever the rules.
-    fn own_repository(&self, dirs: &[PathBuf], writable: &ModelWritable) -> bool {
-        let Some(pinned) = &self.repository else { return false };
+    /// Why a git command running in each of `dirs` is not trusted, if it is not: each
+    /// must use the workspace's repository, the one pinned when the session started,
+    /// which sets nothing that makes git run programs and lies where the model cannot
+    /// change it (not a bare repository it made at the workspace's top). A repository
+    /// the model made (`git init sub` in the sandbox, then `cd sub && git commit`) has
+    /// hooks and config of its making: its git commands get nothing from the rules.
+    fn foreign_repository(&self, dirs: &[PathBuf], writable: &ModelWritable) -> Option<String> {
+        let not_pinned = || {
+            "its repository is not the one the session began with, or which it is cannot be \
+             told (git through `timeout`, `nice`, a nested shell, after `cd $X`, with `GIT_*`)"
+                .to_string()
+        };
+        let Some(pinned) = &self.repository else { return Some(not_pinned()) };
         let pin = repository::RepositoryPin::of_record(pinned);
-        !dirs.is_empty()
-            && dirs.iter().all(|dir| {
-                repository::RepositoryPin::of(dir) == Some(pin)
-                    && dir.canonicalize().is_ok_and(|real| {
-                        repository::risk_unconfined(&real, &|path| writable.contains(path))
-                            .is_none()
-                    })
-            })
+        if dirs.is_empty() {
+            return Some(not_pinned());
+        }
+        dirs.iter().find_map(|dir| {
+            if repository::RepositoryPin::of(dir) != Some(pin) {
+                return Some(not_pinned());
+            }
+            let Ok(real) = dir.canonicalize() else { return Some(not_pinned()) };
+            repository::risk_unconfined(&real, &|path| writable.contains(path))
+        })
     }
 
     /// Whether a rule covers writing `path`. Judged where the write lands (symlinks

@@ -39,13 +39,14 @@ const READING_HOOKS: [&str; 1] = ["post-index-change"];
 
 /// Why the repository that git would find from `dir` is not trusted, if it is not.
 pub(crate) fn risk(dir: &Path) -> Option<String> {
-    if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_INDEX_FILE"]
+    git_environment().or_else(|| risk_at(dir, 0, None))
+}
+
+fn git_environment() -> Option<String> {
+    ["GIT_DIR", "GIT_COMMON_DIR", "GIT_INDEX_FILE"]
         .iter()
         .any(|name| std::env::var_os(name).is_some())
-    {
-        return Some("GIT_DIR is set, so the repository git uses cannot be checked".into());
-    }
-    risk_at(dir, 0, None)
+        .then(|| "GIT_DIR is set, so the repository git uses cannot be checked".into())
 }
 
 /// [`risk`] for git run outside the sandbox by a rule: its hooks run too, and its
@@ -53,7 +54,8 @@ pub(crate) fn risk(dir: &Path) -> Option<String> {
 /// the model can change (`can_write`: sandboxed commands or the file tools; husky's
 /// `core.hooksPath` into the working tree) is a risk as well.
 pub(crate) fn risk_unconfined(dir: &Path, can_write: &dyn Fn(&Path) -> bool) -> Option<String> {
-    risk(dir).or_else(|| risk_at(dir, 0, Some(can_write)))
+    // One pass: with `can_write` it checks all that [`risk`] does.
+    git_environment().or_else(|| risk_at(dir, 0, Some(can_write)))
 }
 
 /// The repository git finds from a directory, by the device and inode of its git
@@ -176,7 +178,9 @@ pub(crate) fn pinned(dir: &Path) -> Option<PinnedRepository> {
 /// that is a gitfile (followed) or a git directory (`HEAD`, `objects`, `refs`), and
 /// judged exactly there. None found is a risk too: it cannot be checked.
 pub(crate) fn local_remote_risk(path: &Path, can_write: &dyn Fn(&Path) -> bool) -> Option<String> {
-    let Some(found) = enter_repo(path) else {
+    // git drops trailing slashes before it tries the suffixes (`..` is left to the OS).
+    let path: PathBuf = path.components().collect();
+    let Some(found) = enter_repo(&path) else {
         return Some(format!(
             "its remote {} is not a repository that can be checked",
             path.display()
@@ -321,13 +325,17 @@ fn risk_of(
     }
     // `status` and `diff` look into submodules, with their own config and hooks.
     let top = found.top?;
-    if depth >= MAX_SUBMODULE_DEPTH {
+    if depth >= MAX_SUBMODULE_DEPTH && can_write.is_none() {
         return None;
     }
     let submodules = match submodules(&top, &found.git_dir, hash_len) {
         Ok(submodules) => submodules,
         Err(reason) => return Some(reason),
     };
+    // Run outside the sandbox, what is not checked is a risk.
+    if depth >= MAX_SUBMODULE_DEPTH && submodules.iter().any(|sub| sub.join(".git").exists()) {
+        return Some(format!("{} has submodules nested deeper than are checked", top.display()));
+    }
     if submodules.len() > MAX_SUBMODULES {
         return Some(format!("{} has more submodules than are checked", top.display()));
     }
@@ -341,8 +349,15 @@ fn risk_of(
         // model's, made after the session began (the sandbox keeps it read-only only
         // from then on).
         if can_write.is_some() {
+            // A linked worktree's submodules are under its own git directory.
+            let kept = [common.join("modules"), found.git_dir.join("modules")];
+            let kept: Vec<PathBuf> =
+                kept.iter().filter_map(|dir| dir.canonicalize().ok()).collect();
             let inside = match find(&submodule) {
-                Ok(Some(found)) => found.git_dir.starts_with(common.join("modules")),
+                Ok(Some(sub)) => sub
+                    .git_dir
+                    .canonicalize()
+                    .is_ok_and(|real| kept.iter().any(|dir| real.starts_with(dir))),
                 Ok(None) | Err(_) => false,
             };
             if !inside {
@@ -529,8 +544,6 @@ impl Entry {
                     || (self.subsection && matches!(key, "textconv" | "command"))
             }
             "log" => key == "showsignature",
-            // The programs a fetch or push of that remote runs.
-            "remote" => self.subsection && matches!(key, "receivepack" | "uploadpack" | "vcs"),
             _ => false,
         };
         risky.then(|| format!("{}.{key}", self.section))

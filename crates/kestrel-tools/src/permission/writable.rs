@@ -56,6 +56,8 @@ impl ModelWritable<'_> {
                     kept
                 }
             };
+            // As the lifted line's sandbox: the workspace's kept paths and the place's.
+            let kept: Vec<PathBuf> = kept.into_iter().chain(protected.iter().cloned()).collect();
             if beneath(std::slice::from_ref(&place), &kept) {
                 return true;
             }
