@@ -1,7 +1,8 @@
 //! What a git rule must still cover in ordinary set-ups, after the checks that keep it
 //! from running what the model can change: submodules in a linked worktree, a workspace
 //! deep inside an `allow_write` place, a local remote given as `../clone` or with a
-//! trailing slash. Through the permission policy's public API.
+//! trailing slash; and what it must not: submodules nested deeper than checked. Through
+//! the permission policy's public API.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
@@ -80,4 +81,31 @@ fn a_local_remote_named_as_git_accepts_it_is_covered() {
     let covered = git_subcommand_rules(&work, &["fetch", "push"]);
     assert!(auto_lifts(&covered, "git fetch withsub"));
     assert!(auto_lifts(&covered, "git push slash main"));
+}
+
+/// Submodules nested deeper than the checks go keep a rule from covering git outside
+/// the sandbox (what is not checked is a risk); three levels are covered.
+#[test]
+fn submodules_nested_deeper_than_checked_are_not_covered() {
+    let place = unconfined::unconfined_scratch();
+    // e inside d inside c inside b inside a: d is three levels below a.
+    let names = ["e", "d", "c", "b", "a"];
+    committed(&place.path().join(names[0]));
+    for pair in names.windows(2) {
+        let (inner, outer) = (place.path().join(pair[0]), place.path().join(pair[1]));
+        committed(&outer);
+        git(&outer, &["submodule", "add", "-q", &inner.display().to_string(), pair[0]]);
+        git(&outer, &["commit", "-q", "-m", pair[0]]);
+    }
+    let clone = |from: &str, to: &str| {
+        let (from, to) = (place.path().join(from), place.path().join(to));
+        let (from, to) = (from.display().to_string(), to.display().to_string());
+        git(place.path(), &["clone", "-q", "--recurse-submodules", &from, &to]);
+    };
+    clone("a", "deep");
+    clone("b", "shallow");
+    let deep = git_subcommand_rules(&place.path().join("deep"), &["commit"]);
+    assert!(!auto_lifts(&deep, "git commit -q -m x"));
+    let shallow = git_subcommand_rules(&place.path().join("shallow"), &["commit"]);
+    assert!(auto_lifts(&shallow, "git commit -q -m x"));
 }
