@@ -309,10 +309,7 @@ fn a_git_network_rule_covers_only_the_repositorys_own_remotes() {
 #[test]
 fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
     // A workspace beyond /tmp, so that being in it is what counts.
-    let place = unconfined::unconfined_scratch();
-    let work = place.path().join("work");
-    std::fs::create_dir(&work).unwrap();
-    git(&work, &["init", "-q"]);
+    let (place, work) = workspace_beyond_scratch();
     bare_repository(&work.join("backup.git"));
     with_remote_at(&work, "backup", "./backup.git");
     let scratch = tempfile::tempdir().unwrap();
@@ -368,10 +365,7 @@ fn a_git_network_rule_does_not_cover_a_local_remote_the_model_can_change() {
 /// place is one the model can write.
 #[test]
 fn a_git_network_rule_judges_the_repository_git_would_use() {
-    let place = unconfined::unconfined_scratch();
-    let work = place.path().join("work");
-    std::fs::create_dir(&work).unwrap();
-    git(&work, &["init", "-q"]);
+    let (place, work) = workspace_beyond_scratch();
     let kept = place.path().join("kept.git");
     bare_repository(&kept);
     with_remote_at(&work, "short", &place.path().join("kept").display().to_string());
@@ -460,6 +454,15 @@ fn a_git_rule_does_not_cover_a_bare_repository_the_model_made_in_the_workspace()
     let line = "git commit -q --allow-empty -m x";
     assert!(!auto_lifts(&covered, line));
     assert!(matches!(assess_shell(&covered, Mode::Ask, line), Assessment::Ask { .. }));
+}
+
+/// A directory the sandbox cannot write, holding a repository `work`.
+fn workspace_beyond_scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+    let place = unconfined::unconfined_scratch();
+    let work = place.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    (place, work)
 }
 
 /// `git remote add NAME`, a remote of the repository at `work`.

@@ -733,7 +733,9 @@ pub(crate) fn split_subcommand<'a, 'b>(args: &'b [&'a str]) -> Option<(&'a str, 
 /// one could be any option).
 pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
     let Some((subcommand, rest)) = args.split_first() else { return false };
-    if RUNS_ANYTHING.contains(subcommand) || changes_remotes(subcommand, rest, complete) {
+    if RUNS_ANYTHING.contains(subcommand)
+        || super::remote::changes_remotes(subcommand, rest, complete)
+    {
         return true;
     }
     let options: Vec<_> = RUNNING_OPTIONS
@@ -785,17 +787,6 @@ pub(crate) fn beyond_a_subcommand_rule(args: &[&str], complete: bool) -> bool {
 /// skipped).
 pub(crate) fn arguments(leading: &[String]) -> Vec<&str> {
     leading.iter().skip_while(|word| word.contains('=')).skip(1).map(String::as_str).collect()
-}
-
-/// Whether `git remote ARGS` does more than list remotes or show one: `add`, `set-url`,
-/// `rename` change where a later `push` in the line goes (a rule for it judged the
-/// remotes as they were), `update` and `add -f` fetch from remotes nobody checked.
-fn changes_remotes(subcommand: &str, args: &[&str], complete: bool) -> bool {
-    if subcommand != "remote" {
-        return false;
-    }
-    let action = args.iter().find(|arg| !arg.starts_with('-'));
-    !complete || !matches!(action.copied(), None | Some("show" | "get-url"))
 }
 
 /// How many operands `git SUBCOMMAND ARGS` has: the words that are neither options nor

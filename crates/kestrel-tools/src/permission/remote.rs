@@ -282,6 +282,17 @@ impl PermissionPolicy {
     }
 }
 
+/// Whether `git remote ARGS` does more than list remotes or show one: `add`, `set-url`,
+/// `rename` change where a later `push` in the line goes (a rule for it judged the
+/// remotes as they were), `update` and `add -f` fetch from remotes nobody checked.
+pub(crate) fn changes_remotes(subcommand: &str, args: &[&str], complete: bool) -> bool {
+    if subcommand != "remote" {
+        return false;
+    }
+    let action = args.iter().find(|arg| !arg.starts_with('-'));
+    !complete || !matches!(action.copied(), None | Some("show" | "get-url"))
+}
+
 /// The names of `repository`'s remotes (`git remote`), or why they cannot be had.
 pub(crate) fn configured(repository: &PinnedRepository) -> Result<Vec<String>, String> {
     let dir = repository.work_tree.as_deref().unwrap_or(&repository.git_dir);
